@@ -1,0 +1,21 @@
+"""Attention layers, each in its own file, named after the class."""
+
+from keras_attention.layers.bahdanau_attention import BahdanauAttention
+from keras_attention.layers.luong_attention import LuongAttention
+from keras_attention.layers.multi_head_cross_attention import MultiHeadCrossAttention
+from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attention.layers.position_embedding import PositionEmbedding
+from keras_attention.layers.positional_encoding import PositionalEncoding
+from keras_attention.layers.transformer_block import TransformerBlock
+from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
+
+__all__ = [
+    "BahdanauAttention",
+    "LuongAttention",
+    "MultiHeadCrossAttention",
+    "MultiHeadSelfAttention",
+    "PositionEmbedding",
+    "PositionalEncoding",
+    "TransformerBlock",
+    "TransformerDecoderBlock",
+]

@@ -1,0 +1,137 @@
+"""The steps every attention layer shares: checking masks, softmax over scores.
+
+Private to the package. The public layers read like the illustrated
+explanation; the plumbing they all need lives here once.
+
+Conventions: a mask is boolean with `True` at a real token. A padding mask has
+shape `[B, T]`, an attention mask `[B, Tq, Tk]`.
+"""
+
+import keras
+from keras import ops
+
+# Added to the scores of masked keys before the softmax. Large enough that
+# exp() of it is exactly 0 in float32, small enough that it never overflows:
+# the softmax always runs in float32, whatever the layer's compute dtype.
+MASKED_SCORE = -1e9
+
+
+def check_mask(name, mask, rank, shape=None):
+    """Validates a user mask and returns it as a boolean tensor (or None).
+
+    Args:
+        name: str, the argument's name, for the error message.
+        mask: the mask, or None.
+        rank: int, the rank the mask must have.
+        shape: optional tuple; each int entry must match the mask's static
+            dimension (None entries are not checked).
+    """
+    if mask is None:
+        return None
+    dtype = keras.backend.standardize_dtype(mask.dtype)
+    if dtype != "bool" and "int" not in dtype:
+        # A float mask is usually an additive mask (0 / -inf): casting it to
+        # bool would silently invert it, so refuse it.
+        raise ValueError(
+            f"`{name}` must be a boolean mask (True = real token), or integer "
+            f"0/1. Received: {name} with dtype {dtype}"
+        )
+    mask_shape = tuple(mask.shape)
+    if len(mask_shape) != rank:
+        raise ValueError(
+            f"`{name}` must have rank {rank}, shape {_shape_str(shape, rank)}. "
+            f"Received: {name}.shape={mask_shape}"
+        )
+    if shape is not None:
+        for got, want in zip(mask_shape, shape, strict=True):
+            if got is not None and want is not None and got != want:
+                raise ValueError(
+                    f"`{name}` must have shape {_shape_str(shape, rank)}. "
+                    f"Received: {name}.shape={mask_shape}"
+                )
+    return ops.cast(mask, "bool")
+
+
+def _shape_str(shape, rank):
+    if shape is None:
+        return "[" + ", ".join("?" * rank) + "]"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def merge_masks(*masks):
+    """Logical AND of the masks that are given; None when none is."""
+    merged = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        merged = mask if merged is None else ops.logical_and(merged, mask)
+    return merged
+
+
+def key_mask(padding_mask=None, attention_mask=None):
+    """Combines a key padding mask `[B, Tk]` and an attention mask `[B, Tq, Tk]`.
+
+    Returns a mask that broadcasts against scores `[B, Tq, Tk]`, or None.
+    """
+    if padding_mask is not None:
+        padding_mask = ops.expand_dims(padding_mask, axis=1)  # [B, 1, Tk]
+    return merge_masks(padding_mask, attention_mask)
+
+
+def causal_mask(query_length, key_length, query_start=0):
+    """`[1, Tq, Tk]` mask: query i (at position query_start + i) sees keys j <= it.
+
+    `query_start` is where the queries sit among the keys: 0 for a full pass,
+    the cache index for incremental decoding. It may be a tensor.
+    """
+    query_positions = ops.arange(query_length) + query_start  # [Tq]
+    key_positions = ops.arange(key_length)  # [Tk]
+    mask = ops.expand_dims(query_positions, 1) >= ops.expand_dims(key_positions, 0)
+    return ops.expand_dims(mask, 0)  # broadcasts over the batch
+
+
+def masked_softmax(scores, mask=None):
+    """Softmax over the last axis in float32, masked keys getting weight 0.
+
+    Args:
+        scores: `[..., Tq, Tk]` attention scores in any float dtype.
+        mask: optional boolean mask broadcastable to `scores`.
+
+    Returns:
+        float32 weights of the same shape; each row sums to 1 (a row whose keys
+        are all masked becomes uniform, never NaN).
+    """
+    scores = ops.cast(scores, "float32")
+    if mask is not None:
+        scores = ops.where(mask, scores, MASKED_SCORE)
+    return ops.softmax(scores, axis=-1)
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout_layer=None, training=None):
+    """softmax(Q K^T / sqrt(d_k)) V, for all heads at once.
+
+    Args:
+        query: `[B, Tq, H, d_k]`.
+        key: `[B, Tk, H, d_k]`.
+        value: `[B, Tk, H, d_v]`.
+        mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`.
+        dropout_layer: optional `keras.layers.Dropout` applied to the weights.
+        training: passed to the dropout layer.
+
+    Returns:
+        `(context [B, Tq, H, d_v], weights [B, H, Tq, Tk])`, weights in the
+        query's dtype.
+    """
+    depth = ops.shape(query)[-1]
+    # Step 3 of the explanation: divide by sqrt(d_k) so the softmax does not
+    # saturate as d_k grows. Scaling the query first is cheaper (Tq*d_k values
+    # instead of Tq*Tk) and the same up to rounding.
+    query = query * ops.cast(1.0 / ops.sqrt(ops.cast(depth, "float32")), query.dtype)
+    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # [B, H, Tq, Tk]
+    weights = masked_softmax(scores, mask)
+    weights = ops.cast(weights, query.dtype)
+    if dropout_layer is not None:
+        weights = dropout_layer(weights, training=training)
+    context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Tq, H, d_v]
+    return context, weights

@@ -1,0 +1,123 @@
+"""What the encoder and decoder blocks share: "Add & Norm" around every
+sub-layer and the position-wise feed-forward network.
+
+Private to the package.
+"""
+
+import keras
+
+from keras_attention.layers._multi_head import (
+    Layer,
+    check_positive_int,
+    check_rate,
+    clone_initializer,
+)
+
+
+class TransformerBlockBase(Layer):
+    """Arguments, residual connections, layer norms and the feed-forward net."""
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        norm_first=False,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.norm_first = bool(norm_first)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _check_width(self, model_dim):
+        if model_dim % self.num_heads:
+            raise ValueError(
+                "`num_heads` must divide the model width (the last dimension of "
+                f"the input). Received: num_heads={self.num_heads}, "
+                f"model width={model_dim}"
+            )
+
+    def _attention_kwargs(self):
+        return dict(
+            num_heads=self.num_heads,
+            dropout=self.attention_dropout,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+        )
+
+    def _layer_norm(self, name, model_dim):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        norm.build((None, None, model_dim))
+        return norm
+
+    def _dropout(self, name):
+        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+
+    def _build_feed_forward(self, model_dim):
+        """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alike."""
+
+        def dense(units, activation, name):
+            return keras.layers.Dense(
+                units,
+                activation=activation,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                bias_initializer=clone_initializer(self.bias_initializer),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        self.feed_forward_intermediate = dense(
+            self.intermediate_dim, self.activation, "feed_forward_intermediate"
+        )
+        self.feed_forward_intermediate.build((None, None, model_dim))
+        self.feed_forward_output = dense(model_dim, None, "feed_forward_output")
+        self.feed_forward_output.build((None, None, self.intermediate_dim))
+        self.feed_forward_dropout = self._dropout("feed_forward_dropout")
+        self.feed_forward_norm = self._layer_norm("feed_forward_norm", model_dim)
+
+    def _sublayer_input(self, x, norm):
+        """Pre-norm normalises what goes into the sub-layer; post-norm does not."""
+        return norm(x) if self.norm_first else x
+
+    def _add_and_norm(self, x, sublayer_output, norm, dropout, training):
+        """Residual connection, then layer norm (post-norm, as in the paper)."""
+        x = x + dropout(sublayer_output, training=training)
+        return x if self.norm_first else norm(x)
+
+    def _feed_forward(self, x, training):
+        y = self._sublayer_input(x, self.feed_forward_norm)
+        y = self.feed_forward_output(self.feed_forward_intermediate(y))
+        return self._add_and_norm(x, y, self.feed_forward_norm, self.feed_forward_dropout, training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "norm_first": self.norm_first,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

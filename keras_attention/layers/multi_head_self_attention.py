@@ -1,0 +1,159 @@
+import keras
+from keras import ops
+
+from keras_attention.layers._attention import causal_mask, check_mask, key_mask, merge_masks
+from keras_attention.layers._multi_head import MultiHeadAttentionBase
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MultiHeadSelfAttention(MultiHeadAttentionBase):
+    """Multi-head scaled dot-product self-attention ("Attention Is All You Need").
+
+    Every position of `x` is projected to a query, a key and a value (one
+    fused projection), each query scores every key, the scores are divided
+    by sqrt(d_k) and softmaxed, the values are summed with those weights, and
+    the heads are concatenated and projected back to the model width.
+
+    Args:
+        num_heads: int, number of attention heads.
+        key_dim: int, size of each head's query and key. Defaults to
+            `model_width // num_heads`, which then must divide evenly.
+        value_dim: int, size of each head's value. Defaults to `key_dim`.
+        dropout: float in [0, 1), dropout on the attention weights. Default 0.
+        use_bias: bool, whether the projections have biases. Default True.
+        causal: bool, whether position i may attend only to positions <= i
+            (decoder self-attention). Default False.
+        kernel_initializer, bias_initializer: initializers of the projections.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        x: `[B, T, D]` input sequence.
+        padding_mask: optional bool `[B, T]`, True at real tokens; padded keys
+            get weight 0. In cache mode it covers the cache: `[B, max_length]`.
+        attention_mask: optional bool `[B, T, T]` (`[B, T, max_length]` in cache
+            mode), True where query i may attend to key j.
+        cache: optional `(key_cache, value_cache)`, each `[B, max_length, H, d]`,
+            from `initial_cache()` or a previous call. The keys and values of
+            `x` are written at `cache_index` and `x`'s queries attend to all
+            cached positions up to their own (cache mode is always causal).
+        cache_index: int scalar (may be a tensor), position of `x[:, 0]`.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool, also return the attention weights.
+        mask: Keras implicit mask of `x` (e.g. from `Embedding(mask_zero=True)`),
+            filled in by Keras; combined with `padding_mask`.
+
+    Returns:
+        `output [B, T, D]`; then the weights `[B, H, T, T_keys]` if
+        `return_attention_scores`; then the updated cache if `cache` was given.
+
+    Example:
+
+    >>> x = keras.random.normal((2, 5, 16))
+    >>> layer = MultiHeadSelfAttention(num_heads=4, causal=True)
+    >>> output, scores = layer(x, return_attention_scores=True)
+    >>> tuple(output.shape), tuple(scores.shape)
+    ((2, 5, 16), (2, 4, 5, 5))
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        causal=False,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
+        self.causal = bool(causal)
+
+    def build(self, x_shape):
+        model_dim = x_shape[-1]
+        self._key_dim, self._value_dim = self._head_dims(model_dim)
+        # Step 1: one matrix multiplication gives Q, K and V for every head
+        # (W^Q, W^K and W^V side by side).
+        self.qkv_projection = self._dense(
+            self.num_heads * (2 * self._key_dim + self._value_dim), "qkv_projection"
+        )
+        self.qkv_projection.build(x_shape)
+        self._build_output_projection(model_dim)
+
+    def call(
+        self,
+        x,
+        padding_mask=None,
+        attention_mask=None,
+        cache=None,
+        cache_index=None,
+        training=None,
+        return_attention_scores=False,
+        mask=None,
+    ):
+        batch_size, length = x.shape[0], x.shape[1]
+        key_length = length if cache is None else cache[0].shape[1]
+        padding_mask = check_mask("padding_mask", padding_mask, 2, (batch_size, key_length))
+        attention_mask = check_mask(
+            "attention_mask", attention_mask, 3, (batch_size, length, key_length)
+        )
+
+        qkv = self.qkv_projection(x)  # [B, T, H * (2 d_k + d_v)]
+        query, key, value = ops.split(
+            qkv, [self.num_heads * self._key_dim, 2 * self.num_heads * self._key_dim], axis=-1
+        )
+        query = self._split_heads(query, self._key_dim)  # [B, T, H, d_k]
+        key = self._split_heads(key, self._key_dim)  # [B, T, H, d_k]
+        value = self._split_heads(value, self._value_dim)  # [B, T, H, d_v]
+
+        if cache is None:
+            padding_mask = merge_masks(padding_mask, mask)
+            future_mask = causal_mask(length, length) if self.causal else None
+        else:
+            if cache_index is None:
+                raise ValueError("`cache_index` is required when `cache` is given.")
+            # Keep the keys and values of earlier steps; add this step's.
+            key_cache, value_cache = cache
+            start = [0, cache_index, 0, 0]
+            key = ops.slice_update(key_cache, start, ops.cast(key, key_cache.dtype))
+            value = ops.slice_update(value_cache, start, ops.cast(value, value_cache.dtype))
+            cache = (key, value)
+            # Positions after this step are not written yet: always causal.
+            future_mask = causal_mask(length, ops.shape(key)[1], cache_index)
+
+        mask = merge_masks(key_mask(padding_mask, attention_mask), future_mask)
+        output, weights = self._attend(query, key, value, mask, training)
+        outputs = (output,)
+        if return_attention_scores:
+            outputs += (weights,)
+        if cache is not None:
+            outputs += (cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def initial_cache(self, batch_size, max_length):
+        """An empty `(key_cache, value_cache)`, each `[B, max_length, H, d]`."""
+        if not self.built:
+            raise ValueError("Build the layer (call it once) before asking for a cache.")
+        dtype = self.compute_dtype
+        return (
+            ops.zeros((batch_size, max_length, self.num_heads, self._key_dim), dtype),
+            ops.zeros((batch_size, max_length, self.num_heads, self._value_dim), dtype),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config["causal"] = self.causal
+        return config
+
+    def compute_output_shape(self, x_shape):
+        return tuple(x_shape)

@@ -1,0 +1,72 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_attention.layers._multi_head import check_positive_int
+
+
+def check_length_fits(length, start_index, max_length):
+    """ValueError when a static `start_index + length` exceeds `max_length`."""
+    if max_length is None or length is None or not isinstance(start_index, int):
+        return
+    if start_index + length > max_length:
+        raise ValueError(
+            f"The sequence (length {length}, start_index {start_index}) is longer "
+            f"than max_length={max_length}."
+        )
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class PositionalEncoding(keras.layers.Layer):
+    """Adds the sinusoidal positional encoding of "Attention Is All You Need".
+
+    For position `pos` and dimension `i` of a `d_model`-wide embedding:
+    `PE(pos, 2i) = sin(pos / 10000^(2i / d_model))` and
+    `PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model))`.
+    Nothing is learned and nothing is stored, so any length works.
+
+    Args:
+        max_length: optional int; when given, a static sequence longer than
+            this raises `ValueError`. Default None (no limit).
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        x: `[B, T, D]` embeddings.
+        start_index: int (or int tensor), position of `x[:, 0]`; use the cache
+            index when decoding one step at a time. Default 0.
+
+    Returns:
+        `x + PE[start_index : start_index + T]`, `[B, T, D]`.
+
+    Example:
+
+    >>> x = keras.ops.zeros((1, 4, 6))
+    >>> tuple(PositionalEncoding()(x).shape)
+    (1, 4, 6)
+    """
+
+    def __init__(self, max_length=None, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = check_positive_int("max_length", max_length, allow_none=True)
+        self.supports_masking = True
+
+    def call(self, x, start_index=0):
+        length, depth = x.shape[1], x.shape[-1]
+        check_length_fits(length, start_index, self.max_length)
+        positions = ops.cast(ops.arange(ops.shape(x)[1]) + start_index, "float32")  # [T]
+        # 1 / 10000^(2i / d_model) for each pair (2i, 2i + 1) of dimensions.
+        pair = ops.cast(ops.arange(depth) // 2, "float32")  # [D]: 0, 0, 1, 1, ...
+        frequencies = ops.exp(pair * (-2.0 * math.log(10000.0) / depth))  # [D]
+        angles = ops.expand_dims(positions, 1) * frequencies  # [T, D]
+        is_even = ops.arange(depth) % 2 == 0
+        encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))  # [T, D]
+        return x + ops.cast(encoding, x.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config["max_length"] = self.max_length
+        return config
+
+    def compute_output_shape(self, x_shape):
+        return tuple(x_shape)

@@ -1,0 +1,1 @@
+"""Model builders (installed as `keras_attention.models`)."""

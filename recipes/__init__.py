@@ -1,0 +1,1 @@
+"""Training recipes (installed as `keras_attention.recipes`)."""
