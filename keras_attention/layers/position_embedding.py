@@ -44,9 +44,9 @@ class PositionEmbedding(keras.layers.Layer):
 
     def call(self, x, start_index=0):
         check_length_fits(x.shape[1], start_index, self.max_length)
-        length, depth = ops.shape(x)[1], ops.shape(x)[2]
-        table = ops.slice(self.embeddings, (start_index, 0), (length, depth))  # [T, D]
-        return x + ops.cast(table, x.dtype)
+        positions = ops.arange(ops.shape(x)[1]) + start_index  # [T]
+        rows = ops.take(self.embeddings, positions, axis=0)  # [T, D]
+        return x + ops.cast(rows, x.dtype)
 
     def get_config(self):
         config = super().get_config()

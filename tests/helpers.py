@@ -1,0 +1,210 @@
+"""The one layer-test helper every layer test uses, and small numpy tools."""
+
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def to_numpy(x):
+    return ops.convert_to_numpy(x)
+
+
+def first_output(outputs):
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+
+
+def _keras_inputs(arrays):
+    return {
+        name: keras.Input(
+            shape=array.shape[1:], batch_size=array.shape[0], dtype=str(array.dtype), name=name
+        )
+        for name, array in arrays.items()
+    }
+
+
+def _call(layer, first_name, tensors, call_kwargs):
+    args = dict(tensors)
+    first = args.pop(first_name)
+    return layer(first, **args, **call_kwargs)
+
+
+def run_layer_test(
+    layer_cls, init_kwargs, inputs, expected_shape, tmp_path, call_kwargs=None, shape_inputs=None
+):
+    """Checks what every layer of the package must do.
+
+    1. `get_config` holds every constructor argument under its own name and
+       `from_config` rebuilds an equal layer;
+    2. an eager call gives `expected_shape`, which `compute_output_shape`
+       agrees with;
+    3. a symbolic (functional) call gives the same outputs as the eager one;
+    4. a `.keras` save and reload gives identical outputs;
+    5. one `fit` step runs, with a finite loss, and trains the layer's weights
+       (or, for a layer without weights, passes gradients to a layer below);
+    6. under `mixed_float16` and `mixed_bfloat16`, with the masks given, the
+       outputs are finite and in the policy's compute dtype.
+
+    Args:
+        layer_cls: the layer class.
+        init_kwargs: dict of constructor arguments.
+        inputs: dict of numpy arrays passed to `call`, in call order; the first
+            is passed positionally, the rest (masks, contexts) by name.
+        expected_shape: the main output's shape.
+        tmp_path: a folder for the `.keras` file.
+        call_kwargs: dict of non-tensor call arguments.
+        shape_inputs: names of the inputs whose shapes `compute_output_shape`
+            takes, in order; default the first input.
+    """
+    call_kwargs = call_kwargs or {}
+    first_name = next(iter(inputs))
+
+    # 1. Config round trip.
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    for name, value in init_kwargs.items():
+        assert name in config, f"get_config() lacks constructor argument {name!r}"
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            assert config[name] == value, (name, config[name], value)
+    assert layer_cls.from_config(config).get_config() == config
+
+    # 2. Eager call and compute_output_shape.
+    tensors = {name: ops.convert_to_tensor(array) for name, array in inputs.items()}
+    eager = to_numpy(first_output(_call(layer, first_name, tensors, call_kwargs)))
+    assert eager.shape == tuple(expected_shape), (eager.shape, expected_shape)
+    shape_args = [inputs[name].shape for name in shape_inputs or (first_name,)]
+    output_shape = layer.compute_output_shape(*shape_args)
+    assert tuple(output_shape) == tuple(expected_shape)
+    assert np.all(np.isfinite(eager))
+
+    # 3. Symbolic call: a functional model around the same layer.
+    symbolic = _keras_inputs(inputs)
+    model = keras.Model(symbolic, first_output(_call(layer, first_name, symbolic, call_kwargs)))
+    predicted = model.predict(inputs, verbose=0, batch_size=len(inputs[first_name]))
+    np.testing.assert_allclose(predicted, eager, rtol=1e-5, atol=1e-5)
+
+    # 4. `.keras` save and reload.
+    path = str(tmp_path / f"{layer_cls.__name__}.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(
+        reloaded.predict(inputs, verbose=0, batch_size=len(inputs[first_name])),
+        predicted,
+        rtol=1e-6,
+        atol=1e-6,
+    )
+
+    # 5. One training step. A trainable Dense in front of the layer shows that
+    #    gradients pass through it, even for a layer with no weights.
+    symbolic = _keras_inputs(inputs)
+    first = symbolic[first_name]
+    projected = dict(symbolic)
+    projected[first_name] = keras.layers.Dense(first.shape[-1], name="input_projection")(first)
+    fit_layer = layer_cls(**init_kwargs)
+    fit_model = keras.Model(
+        symbolic, first_output(_call(fit_layer, first_name, projected, call_kwargs))
+    )
+    fit_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    before = [to_numpy(w).copy() for w in fit_model.trainable_weights]
+    # A random target: a constant one has no gradient through a final LayerNorm.
+    target_shape = (len(inputs[first_name]),) + tuple(expected_shape[1:])
+    target = np.random.default_rng(0).normal(size=target_shape).astype("float32")
+    history = fit_model.fit(inputs, target, epochs=1, batch_size=len(target), verbose=0)
+    assert math.isfinite(history.history["loss"][0])
+    changed = [
+        not np.allclose(b, to_numpy(w))
+        for b, w in zip(before, fit_model.trainable_weights, strict=True)
+    ]
+    assert all(changed), [
+        w.path for w, c in zip(fit_model.trainable_weights, changed, strict=True) if not c
+    ]
+
+    # 6. Mixed precision: masks must not produce inf or NaN in half precision.
+    for policy in ("mixed_float16", "mixed_bfloat16"):
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            mixed_layer = layer_cls(**init_kwargs)
+            half = {
+                name: ops.cast(t, mixed_layer.compute_dtype)
+                if keras.backend.standardize_dtype(t.dtype) == "float32"
+                else t
+                for name, t in tensors.items()
+            }
+            outputs = _call(mixed_layer, first_name, half, call_kwargs)
+            output = first_output(outputs)
+            assert keras.backend.standardize_dtype(output.dtype) == mixed_layer.compute_dtype
+            assert np.all(np.isfinite(to_numpy(ops.cast(output, "float32")))), policy
+        finally:
+            keras.config.set_dtype_policy(previous)
+    return layer
+
+
+def softmax(scores, axis=-1):
+    scores = scores - scores.max(axis=axis, keepdims=True)
+    e = np.exp(scores)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def numpy_attention(query_input, context, weights, num_heads, mask=None):
+    """Multi-head attention written out in numpy, from the paper's equations.
+
+    `weights` = (W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o) with W_q `[D, H*dk]`
+    etc.; `mask` broadcastable to `[B, Tq, Tk]`, True = may attend.
+    """
+    W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o = weights
+    Q, K, V = query_input @ W_q + b_q, context @ W_k + b_k, context @ W_v + b_v
+    outputs = []
+    for head in range(num_heads):
+        dk, dv = Q.shape[-1] // num_heads, V.shape[-1] // num_heads
+        q = Q[..., head * dk : (head + 1) * dk]
+        k = K[..., head * dk : (head + 1) * dk]
+        v = V[..., head * dv : (head + 1) * dv]
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(dk)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        outputs.append(softmax(scores) @ v)
+    return np.concatenate(outputs, axis=-1) @ W_o + b_o
+
+
+def numpy_layer_norm(x, gamma, beta, epsilon):
+    mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
+
+
+def numpy_feed_forward(x, W1, b1, W2, b2):
+    return np.maximum(0, x @ W1 + b1) @ W2 + b2
+
+
+# The paper's separate W^Q, W^K, W^V, W^O, read back out of our fused layers.
+
+
+def self_attention_weights(attention):
+    """Our fused projection, split back into the paper's W^Q, W^K, W^V, W^O."""
+    kernel, bias = (to_numpy(w) for w in attention.qkv_projection.weights)
+    dk = attention._key_dim * attention.num_heads
+    W_q, W_k, W_v = np.split(kernel, [dk, 2 * dk], axis=-1)
+    b_q, b_k, b_v = np.split(bias, [dk, 2 * dk], axis=-1)
+    W_o, b_o = (to_numpy(w) for w in attention.output_projection.weights)
+    return W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o
+
+
+def norm_weights(norm):
+    return [to_numpy(w) for w in norm.weights] + [norm.epsilon]
+
+
+def feed_forward_weights(block):
+    return [
+        to_numpy(w)
+        for w in block.feed_forward_intermediate.weights + block.feed_forward_output.weights
+    ]
+
+
+def cross_attention_weights(attention):
+    W_q, b_q = (to_numpy(w) for w in attention.query_projection.weights)
+    kernel, bias = (to_numpy(w) for w in attention.key_value_projection.weights)
+    W_k, W_v = np.split(kernel, 2, axis=-1)
+    b_k, b_v = np.split(bias, 2, axis=-1)
+    W_o, b_o = (to_numpy(w) for w in attention.output_projection.weights)
+    return W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o

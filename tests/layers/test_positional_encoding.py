@@ -1,0 +1,66 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+from helpers import run_layer_test, to_numpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keras_attention.layers import PositionalEncoding
+
+
+def paper_encoding(length, depth, start=0):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), entry by entry."""
+    table = np.zeros((length, depth))
+    for pos in range(start, start + length):
+        for dim in range(depth):
+            angle = pos / 10000 ** (2 * (dim // 2) / depth)
+            table[pos - start, dim] = math.sin(angle) if dim % 2 == 0 else math.cos(angle)
+    return table
+
+
+def test_layer_contract(tmp_path):
+    x = np.random.default_rng(0).normal(size=(2, 7, 6)).astype("float32")
+    run_layer_test(
+        PositionalEncoding,
+        {"max_length": 16},
+        {"x": x},
+        expected_shape=(2, 7, 6),
+        tmp_path=tmp_path,
+    )
+
+
+@given(length=st.integers(1, 60), depth=st.integers(1, 33), start=st.integers(0, 500))
+def test_equals_the_papers_formula(length, depth, start):
+    x = np.zeros((1, length, depth), "float32")
+    encoded = to_numpy(PositionalEncoding()(x, start_index=start))[0]
+    np.testing.assert_allclose(encoded, paper_encoding(length, depth, start), atol=2e-4)
+
+
+def test_adds_to_the_input_and_start_index_matches_slicing():
+    x = np.random.default_rng(0).normal(size=(2, 10, 8)).astype("float32")
+    layer = PositionalEncoding()
+    full = to_numpy(layer(x))
+    np.testing.assert_allclose(full - x, np.broadcast_to(paper_encoding(10, 8), x.shape), atol=1e-5)
+    tail = to_numpy(layer(x[:, 4:], start_index=keras.ops.convert_to_tensor(4)))
+    np.testing.assert_allclose(tail, full[:, 4:], atol=1e-5)
+
+
+def test_implicit_mask_flows_through_to_attention():
+    from keras_attention.layers import MultiHeadSelfAttention
+
+    ids = np.array([[1, 2, 0, 0], [3, 1, 4, 0]])
+    inputs = keras.Input((4,), dtype="int32")
+    embedding = keras.layers.Embedding(5, 4, mask_zero=True)
+    attention = MultiHeadSelfAttention(num_heads=2)
+    model = keras.Model(inputs, attention(PositionalEncoding()(embedding(inputs))))
+    explicit = attention(PositionalEncoding()(embedding(ids)), padding_mask=ids != 0)
+    np.testing.assert_allclose(model.predict(ids, verbose=0), to_numpy(explicit), atol=1e-5)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="max_length=0"):
+        PositionalEncoding(max_length=0)
+    with pytest.raises(ValueError, match="max_length=4"):
+        PositionalEncoding(max_length=4)(np.zeros((1, 5, 2), "float32"))
