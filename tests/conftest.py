@@ -1,8 +1,11 @@
 import os
 
-import keras
-import pytest
-from hypothesis import settings
+# Quieter TensorFlow start-up; must be set before TensorFlow is imported.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 # Each example runs real layers eagerly: few examples, no per-example deadline.
 settings.register_profile("ci", max_examples=12, deadline=None, derandomize=True)

@@ -16,10 +16,16 @@ def first_output(outputs):
 
 
 def _keras_inputs(arrays):
+    """Symbolic inputs whose lengths are unknown (None), as in a real model:
+    only the feature width of float inputs is fixed."""
+
+    def shape(array):
+        if array.dtype.kind == "f":
+            return (None,) * (array.ndim - 2) + array.shape[-1:]
+        return (None,) * (array.ndim - 1)
+
     return {
-        name: keras.Input(
-            shape=array.shape[1:], batch_size=array.shape[0], dtype=str(array.dtype), name=name
-        )
+        name: keras.Input(shape=shape(array), dtype=str(array.dtype), name=name)
         for name, array in arrays.items()
     }
 
@@ -78,7 +84,7 @@ def run_layer_test(
     assert tuple(output_shape) == tuple(expected_shape)
     assert np.all(np.isfinite(eager))
 
-    # 3. Symbolic call: a functional model around the same layer.
+    # 3. Symbolic call, lengths unknown: a functional model around the same layer.
     symbolic = _keras_inputs(inputs)
     model = keras.Model(symbolic, first_output(_call(layer, first_name, symbolic, call_kwargs)))
     predicted = model.predict(inputs, verbose=0, batch_size=len(inputs[first_name]))

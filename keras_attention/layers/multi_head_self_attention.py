@@ -101,11 +101,11 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         return_attention_scores=False,
         mask=None,
     ):
-        batch_size, length = x.shape[0], x.shape[1]
-        key_length = length if cache is None else cache[0].shape[1]
+        batch_size, static_length = x.shape[0], x.shape[1]
+        key_length = static_length if cache is None else cache[0].shape[1]
         padding_mask = check_mask("padding_mask", padding_mask, 2, (batch_size, key_length))
         attention_mask = check_mask(
-            "attention_mask", attention_mask, 3, (batch_size, length, key_length)
+            "attention_mask", attention_mask, 3, (batch_size, static_length, key_length)
         )
 
         qkv = self.qkv_projection(x)  # [B, T, H * (2 d_k + d_v)]
@@ -116,6 +116,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         key = self._split_heads(key, self._key_dim)  # [B, T, H, d_k]
         value = self._split_heads(value, self._value_dim)  # [B, T, H, d_v]
 
+        length = ops.shape(x)[1]
         if cache is None:
             padding_mask = merge_masks(padding_mask, mask)
             future_mask = causal_mask(length, length) if self.causal else None
