@@ -1,0 +1,74 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_attention.layers._multi_head import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TokenEmbedding(keras.layers.Embedding):
+    """Token ids to vectors, scaled by sqrt(d_model), and back to logits.
+
+    "In the embedding layers, we multiply those weights by sqrt(d_model)"
+    (Attention Is All You Need, 3.4); the same matrix, transposed, can be the
+    pre-softmax projection (`reverse=True`), which ties input and output
+    embeddings. Padding id 0 produces a Keras mask.
+
+    Args:
+        vocabulary_size: int, number of token ids.
+        model_dim: int, embedding width.
+        scale: bool, multiply the embeddings by sqrt(model_dim). Default True.
+        **kwargs: `keras.layers.Embedding` arguments.
+
+    Call arguments:
+        inputs: int `[B, T]` ids, or with `reverse=True` float `[B, T, D]`.
+        reverse: bool, return logits `inputs @ E^T` `[B, T, V]` instead.
+    """
+
+    def __init__(self, vocabulary_size, model_dim, scale=True, **kwargs):
+        kwargs.setdefault("mask_zero", True)
+        super().__init__(
+            check_positive_int("vocabulary_size", vocabulary_size),
+            check_positive_int("model_dim", model_dim),
+            **kwargs,
+        )
+        self.vocabulary_size = vocabulary_size
+        self.model_dim = model_dim
+        self.scale = bool(scale)
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            kernel = ops.cast(self.embeddings, self.compute_dtype)
+            return ops.matmul(inputs, ops.transpose(kernel))  # [B, T, V]
+        embedded = super().call(inputs)
+        if self.scale:
+            embedded = embedded * ops.cast(math.sqrt(self.model_dim), embedded.dtype)
+        return embedded
+
+    def compute_mask(self, inputs, mask=None):
+        if "int" not in keras.backend.standardize_dtype(inputs.dtype):
+            return mask  # reverse=True: logits keep the mask of what came in
+        return ops.not_equal(inputs, 0) if self.mask_zero else None
+
+    def compute_output_spec(self, inputs, reverse=False):
+        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return tuple(input_shape[:-1]) + (self.vocabulary_size,)
+        return tuple(input_shape) + (self.model_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        for name in ("input_dim", "output_dim"):
+            config.pop(name)
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "model_dim": self.model_dim,
+                "scale": self.scale,
+            }
+        )
+        return config

@@ -1,0 +1,302 @@
+"""The Transformer of "Attention Is All You Need": encoder-decoder."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers._multi_head import check_positive_int
+from keras_attention.models.token_embedding import TokenEmbedding
+from keras_attention.models.transformer_stacks import (
+    TransformerDecoder,
+    TransformerEncoder,
+    cached_decoding_step,
+    embed,
+    padding_mask,
+    sinusoidal_positions,
+)
+
+# The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
+PRESETS = {
+    "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
+    "base": dict(
+        num_layers=6,
+        model_dim=512,
+        num_heads=8,
+        intermediate_dim=2048,
+        dropout=0.1,
+        share_embeddings=True,
+        tie_output_embeddings=True,
+    ),
+    "big": dict(
+        num_layers=6,
+        model_dim=1024,
+        num_heads=16,
+        intermediate_dim=4096,
+        dropout=0.3,
+        share_embeddings=True,
+        tie_output_embeddings=True,
+    ),
+}
+
+
+def resolve_preset(presets, preset, overrides):
+    """The preset's arguments updated with the caller's; clear error on a bad name."""
+    if preset not in presets:
+        raise ValueError(f"`preset` must be one of {sorted(presets)}. Received: preset={preset!r}")
+    return {**presets[preset], **overrides}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer (Vaswani et al. 2017). Build it with
+    `build_transformer`.
+
+    A functional model: inputs `{"source_ids": int [B, S], "target_ids":
+    int [B, T]}` (padding id 0; targets start with the start token),
+    output logits `[B, T, target_vocabulary_size]` carrying the target
+    padding mask, so Keras losses skip padded positions.
+
+    Beyond `call`: `encode`, `decode` and `attention_scores` for pictures,
+    `decoding_start` / `decoding_step` for `keras_attention.decoding`.
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        num_layers=2,
+        model_dim=64,
+        num_heads=4,
+        intermediate_dim=256,
+        dropout=0.1,
+        norm_first=False,
+        share_embeddings=False,
+        tie_output_embeddings=False,
+        **kwargs,
+    ):
+        check_positive_int("source_vocabulary_size", source_vocabulary_size)
+        check_positive_int("target_vocabulary_size", target_vocabulary_size)
+        if share_embeddings and source_vocabulary_size != target_vocabulary_size:
+            raise ValueError(
+                "share_embeddings=True needs one vocabulary. Received: "
+                f"source_vocabulary_size={source_vocabulary_size}, "
+                f"target_vocabulary_size={target_vocabulary_size}"
+            )
+        dtype = kwargs.pop("dtype", None)
+        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+        stack_kwargs = dict(
+            num_layers=num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            dtype=policy,
+        )
+
+        # === Layers ===
+        self.source_embedding = TokenEmbedding(
+            source_vocabulary_size, model_dim, dtype=policy, name="source_embedding"
+        )
+        self.target_embedding = (
+            self.source_embedding
+            if share_embeddings
+            else TokenEmbedding(
+                target_vocabulary_size, model_dim, dtype=policy, name="target_embedding"
+            )
+        )
+        self.positional_encoding = sinusoidal_positions(policy)
+        self.source_dropout = keras.layers.Dropout(dropout, dtype=policy, name="source_dropout")
+        self.target_dropout = keras.layers.Dropout(dropout, dtype=policy, name="target_dropout")
+        self.encoder = TransformerEncoder(name="encoder", **stack_kwargs)
+        self.decoder = TransformerDecoder(name="decoder", **stack_kwargs)
+        self.output_projection = (
+            None
+            if tie_output_embeddings
+            else keras.layers.Dense(target_vocabulary_size, dtype=policy, name="logits")
+        )
+
+        # === Functional model ===
+        source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+        logits = self.decode(target_ids, self.encode(source_ids), source_ids)
+        super().__init__(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=logits,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.source_vocabulary_size = source_vocabulary_size
+        self.target_vocabulary_size = target_vocabulary_size
+        self.num_layers = num_layers
+        self.model_dim = model_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.share_embeddings = share_embeddings
+        self.tie_output_embeddings = tie_output_embeddings
+
+    def encode(self, source_ids, training=None, return_attention_scores=False):
+        """Source ids `[B, S]` -> encoder output `[B, S, D]` (and weights)."""
+        x = embed(
+            source_ids,
+            self.source_embedding,
+            self.positional_encoding,
+            self.source_dropout,
+            training=training,
+        )
+        return self.encoder(
+            x,
+            padding_mask=padding_mask(source_ids),
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+
+    def _embed_target(self, target_ids, start_index=0, training=None):
+        return embed(
+            target_ids,
+            self.target_embedding,
+            self.positional_encoding,
+            self.target_dropout,
+            start_index=start_index,
+            training=training,
+        )
+
+    def decode(
+        self, target_ids, encoder_output, source_ids, training=None, return_attention_scores=False
+    ):
+        """Target ids `[B, T]` and the encoder output -> logits `[B, T, V]`."""
+        x = self._embed_target(target_ids, training=training)
+        outputs = self.decoder(
+            x,
+            encoder_output,
+            padding_mask=padding_mask(target_ids),
+            context_mask=padding_mask(source_ids),
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        if not return_attention_scores:
+            return self._logits(outputs)
+        return self._logits(outputs[0]), outputs[1]
+
+    def _logits(self, x):
+        if self.output_projection is None:
+            return self.target_embedding(x, reverse=True)
+        return self.output_projection(x)
+
+    def attention_scores(self, inputs):
+        """Every layer's attention weights for a batch, for pictures.
+
+        Returns a dict: `"encoder_self_attention"` a list of `[B, H, S, S]`,
+        `"decoder_self_attention"` of `[B, H, T, T]`, `"decoder_cross_attention"`
+        of `[B, H, T, S]`, one entry per layer.
+        """
+        source_ids, target_ids = inputs["source_ids"], inputs["target_ids"]
+        encoder_output, encoder_scores = self.encode(source_ids, return_attention_scores=True)
+        _, decoder_scores = self.decode(
+            target_ids, encoder_output, source_ids, return_attention_scores=True
+        )
+        return {
+            "encoder_self_attention": encoder_scores,
+            "decoder_self_attention": [s["self_attention"] for s in decoder_scores],
+            "decoder_cross_attention": [s["cross_attention"] for s in decoder_scores],
+        }
+
+    # --- Decoding (see keras_attention.decoding) ---
+
+    def decoding_start(self, source_ids, max_length, use_cache=True):
+        """Everything the decoding loop carries, batch first: the encoder is
+        run once, and with the cache each block's cross-attention keys and
+        values are projected once."""
+        encoder_output = self.encode(source_ids)
+        state = {"context_mask": padding_mask(source_ids)}
+        if use_cache:
+            batch_size = ops.shape(source_ids)[0]
+            state["caches"] = self.decoder.initial_caches(batch_size, max_length)
+            state["context_caches"] = self.decoder.context_caches(encoder_output)
+        else:
+            state["encoder_output"] = encoder_output
+        return state
+
+    def decoding_step(self, token_ids, index, state):
+        """Logits `[B, V]` (float32) for the token after position `index`.
+
+        `token_ids` `[B, max_length]` holds the tokens so far. With a cache
+        only position `index` is run; without one, the whole prefix is.
+        """
+        if "caches" not in state:
+            x = self.decoder(
+                self._embed_target(token_ids),
+                state["encoder_output"],
+                padding_mask=padding_mask(token_ids),
+                context_mask=state["context_mask"],
+            )
+            logits = ops.take(self._logits(x), index, axis=1)
+            return ops.cast(logits, "float32"), state
+        return cached_decoding_step(
+            self._embed_target,
+            self.decoder,
+            self._logits,
+            token_ids,
+            index,
+            state,
+            context_mask=state["context_mask"],
+            context_caches=state["context_caches"],
+        )
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "source_vocabulary_size": self.source_vocabulary_size,
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "num_layers": self.num_layers,
+            "model_dim": self.model_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "share_embeddings": self.share_embeddings,
+            "tie_output_embeddings": self.tie_output_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_transformer(
+    source_vocabulary_size, target_vocabulary_size=None, preset="tiny", **overrides
+):
+    """Builds an encoder-decoder Transformer.
+
+    Args:
+        source_vocabulary_size: int, number of source token ids (0 = padding).
+        target_vocabulary_size: int, number of target token ids; defaults to
+            the source's.
+        preset: `"tiny"` (2 layers, d_model 64), `"base"` (6 layers, d_model
+            512, 8 heads, FF 2048, dropout 0.1) or `"big"` (d_model 1024, 16
+            heads, FF 4096, dropout 0.3). base and big share one embedding
+            matrix between source, target and output projection, as the paper
+            does.
+        **overrides: any `Transformer` argument: `num_layers`, `model_dim`,
+            `num_heads`, `intermediate_dim`, `dropout`, `norm_first`,
+            `share_embeddings`, `tie_output_embeddings`, `name`, `dtype`.
+
+    Returns:
+        An uncompiled `Transformer` (a `keras.Model`): `{"source_ids",
+        "target_ids"}` -> logits `[B, T, V]`.
+
+    Example:
+
+    >>> model = build_transformer(100, preset="tiny")
+    >>> ids = keras.ops.ones((2, 5), "int32")
+    >>> tuple(model({"source_ids": ids, "target_ids": ids}).shape)
+    (2, 5, 100)
+    """
+    config = resolve_preset(PRESETS, preset, overrides)
+    return Transformer(
+        source_vocabulary_size=source_vocabulary_size,
+        target_vocabulary_size=target_vocabulary_size or source_vocabulary_size,
+        **config,
+    )

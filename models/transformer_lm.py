@@ -1,0 +1,200 @@
+"""A decoder-only (GPT-style) Transformer language model."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers import PositionEmbedding
+from keras_attention.layers._multi_head import check_positive_int
+from keras_attention.models.token_embedding import TokenEmbedding
+from keras_attention.models.transformer import resolve_preset
+from keras_attention.models.transformer_stacks import (
+    TransformerDecoder,
+    cached_decoding_step,
+    embed,
+    padding_mask,
+    sinusoidal_positions,
+)
+
+PRESETS = {
+    "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
+    # GPT-2 small's sizes (117M with its 50k vocabulary).
+    "small": dict(
+        num_layers=12,
+        model_dim=768,
+        num_heads=12,
+        intermediate_dim=3072,
+        dropout=0.1,
+        positions="learned",
+        max_length=1024,
+    ),
+}
+POSITIONS = ("sinusoidal", "learned")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerLM(keras.Model):
+    """Decoder-only Transformer: causal self-attention blocks, no encoder.
+    Build it with `build_transformer_lm`.
+
+    Input `token_ids` int `[B, T]` (padding id 0), output next-token logits
+    `[B, T, V]` carrying the padding mask. Pre-norm blocks and tied output
+    embeddings by default, as in GPT-2.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers=2,
+        model_dim=64,
+        num_heads=4,
+        intermediate_dim=256,
+        dropout=0.1,
+        norm_first=True,
+        positions="sinusoidal",
+        max_length=None,
+        tie_output_embeddings=True,
+        **kwargs,
+    ):
+        check_positive_int("vocabulary_size", vocabulary_size)
+        if positions not in POSITIONS:
+            raise ValueError(
+                f"`positions` must be one of {POSITIONS}. Received: positions={positions!r}"
+            )
+        if positions == "learned" and max_length is None:
+            raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
+        dtype = kwargs.pop("dtype", None)
+        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+
+        # === Layers ===
+        self.token_embedding = TokenEmbedding(
+            vocabulary_size, model_dim, dtype=policy, name="token_embedding"
+        )
+        self.positional_encoding = (
+            sinusoidal_positions(policy)
+            if positions == "sinusoidal"
+            else PositionEmbedding(max_length, dtype=policy, name="position_embedding")
+        )
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="embedding_dropout"
+        )
+        self.decoder = TransformerDecoder(
+            num_layers=num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            dtype=policy,
+            name="decoder",
+        )
+        self.output_projection = (
+            None
+            if tie_output_embeddings
+            else keras.layers.Dense(vocabulary_size, dtype=policy, name="logits")
+        )
+
+        # === Functional model ===
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.model_dim = model_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.positions = positions
+        self.max_length = max_length
+        self.tie_output_embeddings = tie_output_embeddings
+
+    def _embed(self, token_ids, start_index=0, training=None):
+        return embed(
+            token_ids,
+            self.token_embedding,
+            self.positional_encoding,
+            self.embedding_dropout,
+            start_index=start_index,
+            training=training,
+        )
+
+    def _project(self, x):
+        if self.output_projection is None:
+            return self.token_embedding(x, reverse=True)
+        return self.output_projection(x)
+
+    def logits(self, token_ids, training=None, return_attention_scores=False):
+        """Token ids `[B, T]` -> next-token logits `[B, T, V]` (and weights)."""
+        outputs = self.decoder(
+            self._embed(token_ids, training=training),
+            padding_mask=padding_mask(token_ids),
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        if not return_attention_scores:
+            return self._project(outputs)
+        return self._project(outputs[0]), outputs[1]
+
+    def attention_scores(self, token_ids):
+        """`{"self_attention": [[B, H, T, T] per layer]}`, for pictures."""
+        _, scores = self.logits(token_ids, return_attention_scores=True)
+        return {"self_attention": [s["self_attention"] for s in scores]}
+
+    # --- Decoding (see keras_attention.decoding) ---
+
+    def decoding_start(self, prompt_ids, max_length, use_cache=True):
+        if not use_cache:
+            return {}
+        return {"caches": self.decoder.initial_caches(ops.shape(prompt_ids)[0], max_length)}
+
+    def decoding_step(self, token_ids, index, state):
+        if "caches" in state:
+            return cached_decoding_step(
+                self._embed, self.decoder, self._project, token_ids, index, state
+            )
+        logits = ops.take(self.logits(token_ids), index, axis=1)
+        return ops.cast(logits, "float32"), state
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "model_dim": self.model_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "positions": self.positions,
+            "max_length": self.max_length,
+            "tie_output_embeddings": self.tie_output_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_transformer_lm(vocabulary_size, preset="tiny", **overrides):
+    """Builds a decoder-only Transformer language model.
+
+    Args:
+        vocabulary_size: int, number of token ids (0 = padding).
+        preset: `"tiny"` (2 layers, d_model 64) or `"small"` (GPT-2 small's
+            12 layers, d_model 768, learned positions up to 1024).
+        **overrides: any `TransformerLM` argument: `num_layers`, `model_dim`,
+            `num_heads`, `intermediate_dim`, `dropout`, `norm_first`,
+            `positions` (`"sinusoidal"` or `"learned"`), `max_length`,
+            `tie_output_embeddings`, `name`, `dtype`.
+
+    Returns:
+        An uncompiled `TransformerLM`: `token_ids [B, T]` -> logits `[B, T, V]`.
+
+    Example:
+
+    >>> model = build_transformer_lm(50)
+    >>> tuple(model(keras.ops.ones((2, 7), "int32")).shape)
+    (2, 7, 50)
+    """
+    return TransformerLM(vocabulary_size, **resolve_preset(PRESETS, preset, overrides))

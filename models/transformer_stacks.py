@@ -1,0 +1,192 @@
+"""The encoder and decoder stacks: N blocks one after another.
+
+`TransformerEncoder` and `TransformerDecoder` take embedded sequences (token
+embedding + positions); the models own the embeddings, so source, target and
+output projection can share one matrix.
+"""
+
+import keras
+from keras import ops
+
+from keras_attention.layers import (
+    PositionalEncoding,
+    TransformerBlock,
+    TransformerDecoderBlock,
+)
+from keras_attention.layers._multi_head import check_positive_int, check_rate
+
+
+class _Stack(keras.layers.Layer):
+    """Arguments and blocks common to both stacks."""
+
+    block_class = None
+
+    def __init__(
+        self, num_layers, num_heads, intermediate_dim, dropout=0.1, norm_first=False, **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.num_layers = check_positive_int("num_layers", num_layers)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.norm_first = bool(norm_first)
+        self.supports_masking = True
+        self.blocks = [
+            self.block_class(
+                num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
+                dropout=dropout,
+                norm_first=norm_first,
+                dtype=self.dtype_policy,
+                name=f"block_{index}",
+            )
+            for index in range(num_layers)
+        ]
+        # Pre-norm leaves the last block's output unnormalised: add a norm.
+        self.final_norm = (
+            keras.layers.LayerNormalization(
+                epsilon=1e-6, dtype=self.dtype_policy, name="final_norm"
+            )
+            if norm_first
+            else None
+        )
+
+    def _finish(self, x):
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "norm_first": self.norm_first,
+            }
+        )
+        return config
+
+    def compute_output_spec(self, *args, **kwargs):
+        # Trace `call` (see keras_attention.layers._multi_head.Layer).
+        return super(keras.layers.Layer, self).compute_output_spec(*args, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerEncoder(_Stack):
+    """N `TransformerBlock`s. Call: `(x [B, S, D], padding_mask [B, S])`.
+
+    Returns `[B, S, D]`, and with `return_attention_scores=True` also a list
+    of each block's weights `[B, H, S, S]`.
+    """
+
+    block_class = TransformerBlock
+
+    def build(self, x_shape):
+        for block in self.blocks:
+            block.build(x_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
+
+    def call(self, x, padding_mask=None, training=None, return_attention_scores=False):
+        scores = []
+        for block in self.blocks:
+            x, weights = block(
+                x, padding_mask=padding_mask, training=training, return_attention_scores=True
+            )
+            scores.append(weights)
+        x = self._finish(x)
+        return (x, scores) if return_attention_scores else x
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerDecoder(_Stack):
+    """N `TransformerDecoderBlock`s (with cross-attention when built with a
+    context, decoder-only otherwise).
+
+    Call: `(x [B, T, D], context [B, S, Dc] or None, context_mask [B, S])`.
+    For incremental decoding pass `caches` (one per block, from
+    `initial_caches`), `cache_index`, and optionally `context_caches` (from
+    `context_caches`).
+
+    Returns `[B, T, D]`; then, with `return_attention_scores=True`, a list of
+    each block's weights dict; then the updated caches when `caches` is given.
+    """
+
+    block_class = TransformerDecoderBlock
+
+    def build(self, x_shape, context_shape=None):
+        for block in self.blocks:
+            block.build(x_shape, context_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
+
+    def call(
+        self,
+        x,
+        context=None,
+        padding_mask=None,
+        context_mask=None,
+        caches=None,
+        cache_index=None,
+        context_caches=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        scores, new_caches = [], []
+        for index, block in enumerate(self.blocks):
+            outputs = block(
+                x,
+                context,
+                padding_mask=padding_mask,
+                context_mask=context_mask,
+                cache=None if caches is None else caches[index],
+                cache_index=cache_index,
+                context_cache=None if context_caches is None else context_caches[index],
+                training=training,
+                return_attention_scores=True,
+            )
+            x, weights = outputs[0], outputs[1]
+            scores.append(weights)
+            if caches is not None:
+                new_caches.append(outputs[2])
+        outputs = (self._finish(x),)
+        if return_attention_scores:
+            outputs += (scores,)
+        if caches is not None:
+            outputs += (new_caches,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def initial_caches(self, batch_size, max_length):
+        return [block.initial_cache(batch_size, max_length) for block in self.blocks]
+
+    def context_caches(self, context):
+        return [block.context_cache(context) for block in self.blocks]
+
+
+def embed(token_ids, embedding, positions, dropout, start_index=0, training=None):
+    """Token embedding (scaled by sqrt(d_model)) + positional encoding, then dropout."""
+    return dropout(positions(embedding(token_ids), start_index=start_index), training=training)
+
+
+def sinusoidal_positions(dtype_policy):
+    return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
+
+
+def padding_mask(token_ids):
+    """True at real tokens: padding id is 0."""
+    return ops.not_equal(token_ids, 0)
+
+
+def cached_decoding_step(embed_step, decoder, project, token_ids, index, state, **context):
+    """One incremental decoding step shared by the encoder-decoder and the LM.
+
+    Runs only the token at `index` of `token_ids [B, max_length]`: embeds it
+    at its position, appends its keys and values to every block's cache, and
+    returns float32 logits `[B, V]` for the next token and the new state.
+    """
+    token = ops.slice(token_ids, (0, index), (ops.shape(token_ids)[0], 1))  # [B, 1]
+    x, caches = decoder(
+        embed_step(token, start_index=index), caches=state["caches"], cache_index=index, **context
+    )
+    return ops.cast(project(x)[:, 0], "float32"), {**state, "caches": caches}
