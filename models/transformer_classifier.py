@@ -1,0 +1,164 @@
+"""A Transformer encoder with a classification head."""
+
+import keras
+from keras import ops
+
+from keras_attention.layers._multi_head import check_positive_int
+from keras_attention.models.token_embedding import TokenEmbedding
+from keras_attention.models.transformer import resolve_preset
+from keras_attention.models.transformer_stacks import (
+    TransformerEncoder,
+    embed,
+    padding_mask,
+    sinusoidal_positions,
+)
+
+PRESETS = {
+    "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
+    # BERT-base sizes.
+    "base": dict(num_layers=12, model_dim=768, num_heads=12, intermediate_dim=3072, dropout=0.1),
+}
+POOLINGS = ("mean", "first")
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerClassifier(keras.Model):
+    """Encoder + pooling + classifier head. Build it with
+    `build_transformer_classifier`.
+
+    Input `token_ids` int `[B, T]` (padding id 0), output class logits
+    `[B, num_classes]`. Pooling `"mean"` averages the real tokens' encoder
+    outputs; `"first"` takes position 0 (a [CLS] token, as in BERT).
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_classes,
+        num_layers=2,
+        model_dim=64,
+        num_heads=4,
+        intermediate_dim=256,
+        dropout=0.1,
+        norm_first=False,
+        pooling="mean",
+        **kwargs,
+    ):
+        check_positive_int("vocabulary_size", vocabulary_size)
+        check_positive_int("num_classes", num_classes)
+        if pooling not in POOLINGS:
+            raise ValueError(f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}")
+        dtype = kwargs.pop("dtype", None)
+        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+
+        self.pooling = pooling  # read by `logits`, which builds the graph below
+
+        # === Layers ===
+        self.token_embedding = TokenEmbedding(
+            vocabulary_size, model_dim, dtype=policy, name="token_embedding"
+        )
+        self.positional_encoding = sinusoidal_positions(policy)
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, dtype=policy, name="embedding_dropout"
+        )
+        self.encoder = TransformerEncoder(
+            num_layers=num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            dtype=policy,
+            name="encoder",
+        )
+        self.head_dropout = keras.layers.Dropout(dropout, dtype=policy, name="head_dropout")
+        # Class logits in float32 under mixed precision, for a stable softmax.
+        self.classifier = keras.layers.Dense(num_classes, dtype="float32", name="logits")
+
+        # === Functional model ===
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_classes = num_classes
+        self.num_layers = num_layers
+        self.model_dim = model_dim
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.norm_first = norm_first
+
+    def encode(self, token_ids, training=None, return_attention_scores=False):
+        x = embed(
+            token_ids,
+            self.token_embedding,
+            self.positional_encoding,
+            self.embedding_dropout,
+            training=training,
+        )
+        return self.encoder(
+            x,
+            padding_mask=padding_mask(token_ids),
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+
+    def logits(self, token_ids, training=None):
+        x = self.encode(token_ids, training=training)  # [B, T, D]
+        if self.pooling == "first":
+            pooled = x[:, 0]
+        else:
+            real = ops.cast(ops.expand_dims(padding_mask(token_ids), -1), x.dtype)  # [B, T, 1]
+            count = ops.maximum(ops.sum(real, axis=1), 1)  # an all-padding row gives zeros
+            pooled = ops.sum(x * real, axis=1) / count  # [B, D]
+        return self.classifier(self.head_dropout(pooled, training=training))
+
+    def attention_scores(self, token_ids):
+        """`{"self_attention": [[B, H, T, T] per layer]}`, for pictures."""
+        _, scores = self.encode(token_ids, return_attention_scores=True)
+        return {"self_attention": scores}
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocabulary_size": self.vocabulary_size,
+            "num_classes": self.num_classes,
+            "num_layers": self.num_layers,
+            "model_dim": self.model_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "pooling": self.pooling,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_transformer_classifier(vocabulary_size, num_classes, preset="tiny", **overrides):
+    """Builds a Transformer encoder classifier.
+
+    Args:
+        vocabulary_size: int, number of token ids (0 = padding).
+        num_classes: int, number of classes.
+        preset: `"tiny"` (2 layers, d_model 64) or `"base"` (BERT-base sizes).
+        **overrides: any `TransformerClassifier` argument: `num_layers`,
+            `model_dim`, `num_heads`, `intermediate_dim`, `dropout`,
+            `norm_first`, `pooling` (`"mean"` or `"first"`), `name`, `dtype`.
+
+    Returns:
+        An uncompiled `TransformerClassifier`: `token_ids [B, T]` -> logits
+        `[B, num_classes]`.
+
+    Example:
+
+    >>> model = build_transformer_classifier(50, num_classes=3)
+    >>> tuple(model(keras.ops.ones((2, 7), "int32")).shape)
+    (2, 3)
+    """
+    return TransformerClassifier(
+        vocabulary_size, num_classes, **resolve_preset(PRESETS, preset, overrides)
+    )
