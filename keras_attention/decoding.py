@@ -1,0 +1,282 @@
+"""Batched decoding for every model of the zoo: greedy, beam search, sampling.
+
+Each model class provides two hooks:
+
+- `decoding_start(inputs, max_length, use_cache)`: runs the encoder once and
+  returns the state the loop carries (KV caches, the cross-attention keys and
+  values, RNN states), every tensor batch first;
+- `decoding_step(token_ids, index, state)`: float32 logits `[B, V]` for the
+  token after position `index` of `token_ids [B, max_length]`, and the new
+  state. With a cache only position `index` is run.
+
+The loops are `keras.ops.while_loop`s over fixed-size buffers, so they trace
+into a `tf.function` (and compile with XLA) and export in a SavedModel. They
+stop early once every sequence of the batch has produced the end token.
+
+Token ids: 0 is padding (never generated), `start_id` (default 1) starts a
+target, `end_id` (default 2) ends it.
+"""
+
+import keras
+from keras import ops, tree
+
+from keras_attention.models.transformer_lm import TransformerLM
+
+PAD_ID, START_ID, END_ID = 0, 1, 2
+NEG_INF = -1e9  # float32-safe "impossible" log-probability
+
+
+def greedy_search(model, inputs, max_length, start_id=START_ID, end_id=END_ID, use_cache=True):
+    """Picks the most likely token at every step.
+
+    Args:
+        model: a zoo model (`Transformer`, `Seq2SeqAttention`, `TransformerLM`).
+        inputs: source ids `[B, S]`, or for a `TransformerLM` prompt ids
+            `[B, P]` (right-padded with 0).
+        max_length: int, the most tokens generated per sequence.
+        start_id, end_id: int, the start and end token ids.
+        use_cache: bool, run only the newest position each step (KV cache,
+            RNN state) instead of the whole prefix. Same tokens, less work.
+
+    Returns:
+        int32 ids: `[B, max_length]` generated tokens for encoder-decoders,
+        `[B, P + max_length]` prompt and completion for language models;
+        padded with 0 after the end token.
+    """
+    return _decode(
+        model,
+        inputs,
+        max_length,
+        start_id,
+        end_id,
+        use_cache,
+        choose=lambda logits: ops.argmax(logits, axis=-1),
+    )
+
+
+def sample(
+    model,
+    inputs,
+    max_length,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    start_id=START_ID,
+    end_id=END_ID,
+    use_cache=True,
+):
+    """Samples each token from the softmax of the logits.
+
+    Args:
+        model, inputs, max_length, start_id, end_id, use_cache: as in
+            `greedy_search`.
+        temperature: float > 0, logits are divided by it (lower = greedier).
+        top_k: optional int, sample only among the k most likely tokens.
+        top_p: optional float in (0, 1], sample only among the smallest set
+            of tokens whose probability adds up to at least p (nucleus).
+        seed: int or `keras.random.SeedGenerator`; the same int gives the
+            same samples.
+
+    Returns:
+        int32 ids, shaped as in `greedy_search`.
+    """
+    if not temperature > 0:
+        raise ValueError(f"`temperature` must be > 0. Received: temperature={temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"`top_k` must be a positive integer. Received: top_k={top_k!r}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p!r}")
+    seed = (
+        seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
+    )
+
+    def choose(logits):
+        logits = filter_logits(logits / temperature, top_k=top_k, top_p=top_p)
+        return keras.random.categorical(logits, 1, seed=seed)[:, 0]
+
+    return _decode(model, inputs, max_length, start_id, end_id, use_cache, choose)
+
+
+def filter_logits(logits, top_k=None, top_p=None):
+    """Sets the logits outside the top-k / nucleus (top-p) set to NEG_INF."""
+    if top_k is not None:
+        kth_largest = ops.top_k(logits, top_k)[0][:, -1:]  # [B, 1]
+        logits = ops.where(logits < kth_largest, NEG_INF, logits)
+    if top_p is not None:
+        sorted_logits = ops.top_k(logits, ops.shape(logits)[-1])[0]  # descending
+        probabilities = ops.softmax(sorted_logits, axis=-1)
+        before = ops.cumsum(probabilities, axis=-1) - probabilities  # mass above each token
+        kept = before < top_p  # always keeps the most likely token
+        smallest_kept = ops.min(ops.where(kept, sorted_logits, -NEG_INF), axis=-1, keepdims=True)
+        logits = ops.where(logits < smallest_kept, NEG_INF, logits)
+    return logits
+
+
+def beam_search(
+    model,
+    inputs,
+    max_length,
+    beam_size=4,
+    length_penalty=0.6,
+    start_id=START_ID,
+    end_id=END_ID,
+    use_cache=True,
+):
+    """Keeps the `beam_size` best partial sequences at every step.
+
+    Sequences are ranked by log-probability divided by the length penalty of
+    Wu et al. 2016, `lp(Y) = ((5 + |Y|) / 6) ** length_penalty`; a finished
+    sequence keeps its score while the others grow. The search stops when
+    every beam of every batch item has ended.
+
+    Args:
+        model, inputs, max_length, start_id, end_id, use_cache: as in
+            `greedy_search`.
+        beam_size: int, the number of beams. 1 gives greedy search.
+        length_penalty: float alpha; 0 ranks by raw log-probability.
+
+    Returns:
+        `(ids, scores)`: the best sequence of each batch item, shaped as in
+        `greedy_search`, and its length-normalised log-probability `[B]`.
+    """
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be a positive integer. Received: {beam_size!r}")
+    _check_max_length(max_length)
+    prompt, is_lm = _prompt(model, inputs, start_id)
+    batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
+    K = beam_size
+    total_length = prompt_width + max_length
+
+    # Every batch item becomes K rows: [B * K, ...], beams of an item adjacent.
+    def beams(x):
+        return ops.repeat(x, K, axis=0)
+
+    state = model.decoding_start(beams(inputs), total_length, use_cache=use_cache)
+    tokens = ops.pad(beams(prompt), [[0, 0], [0, max_length]])  # [B*K, L]
+    prompt_length = ops.reshape(beams(_lengths(prompt)), (batch_size, K))  # [B, K]
+    # Only the first beam is live at the start, so the K beams differ.
+    log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [NEG_INF] * (K - 1)]), (batch_size, 1))
+    finished = ops.zeros((batch_size, K), "bool")
+    lengths = ops.zeros((batch_size, K), "int32")  # generated tokens per beam
+
+    def penalty(length):
+        return ((5.0 + ops.cast(length, "float32")) / 6.0) ** length_penalty
+
+    def step(index, tokens, log_probs, finished, lengths, state):
+        logits, state = model.decoding_step(tokens, index, state)
+        vocabulary_size = ops.shape(logits)[-1]
+        step_log_probs = ops.reshape(
+            ops.log_softmax(_no_padding(logits)), (batch_size, K, vocabulary_size)
+        )
+        position = index + 1
+        forced = position < prompt_length  # [B, K]: still inside the prompt
+        frozen = finished | (position >= prompt_length + max_length)
+        vocabulary = ops.arange(vocabulary_size)
+        prompt_token = ops.reshape(ops.take(tokens, position, axis=1), (batch_size, K, 1))
+        # A frozen beam can only add padding, for free; a prompt position only
+        # its prompt token, for free.
+        only_padding = ops.where(vocabulary == PAD_ID, 0.0, NEG_INF)
+        only_prompt = ops.where(vocabulary == prompt_token, 0.0, NEG_INF)
+        step_log_probs = ops.where(frozen[..., None], only_padding, step_log_probs)
+        step_log_probs = ops.where(forced[..., None], only_prompt, step_log_probs)
+
+        candidates = log_probs[..., None] + step_log_probs  # [B, K, V]
+        new_lengths = ops.where(frozen | forced, lengths, lengths + 1)
+        ranked = candidates / penalty(new_lengths)[..., None]
+        _, best = ops.top_k(ops.reshape(ranked, (batch_size, K * vocabulary_size)), K)
+        beam, token = best // vocabulary_size, best % vocabulary_size  # [B, K]
+
+        def follow(x):  # per-beam values of the beams that were kept
+            return ops.take_along_axis(x, beam, axis=1)
+
+        log_probs = ops.take_along_axis(
+            ops.reshape(candidates, (batch_size, K * vocabulary_size)), best, axis=1
+        )
+        finished = follow(frozen) | ((token == end_id) & ~follow(forced))
+        lengths = follow(new_lengths)
+        rows = ops.reshape(beam + ops.arange(batch_size)[:, None] * K, (-1,))  # [B*K]
+        tokens = ops.take(tokens, rows, axis=0)
+        tokens = ops.slice_update(
+            tokens, (0, position), ops.cast(ops.reshape(token, (-1, 1)), tokens.dtype)
+        )
+        state = tree.map_structure(lambda x: ops.take(x, rows, axis=0), state)
+        return index + 1, tokens, log_probs, finished, lengths, state
+
+    def not_done(index, tokens, log_probs, finished, lengths, state):
+        frozen = finished | (index + 1 >= prompt_length + max_length)
+        return (index < total_length - 1) & ~ops.all(frozen)
+
+    _, tokens, log_probs, _, lengths, _ = ops.while_loop(
+        not_done, step, (0, tokens, log_probs, finished, lengths, state)
+    )
+    scores = log_probs / penalty(lengths)  # [B, K]
+    best = ops.argmax(scores, axis=-1)  # [B]
+    rows = best + ops.arange(batch_size) * K
+    tokens = ops.take(tokens, rows, axis=0)
+    best_scores = ops.take_along_axis(scores, best[:, None], axis=1)[:, 0]
+    return _strip_start(tokens, is_lm), best_scores
+
+
+# --- Shared by greedy search and sampling ---
+
+
+def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
+    """The one-best loop: `choose(logits [B, V]) -> ids [B]` picks each token."""
+    _check_max_length(max_length)
+    prompt, is_lm = _prompt(model, inputs, start_id)
+    batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
+    total_length = prompt_width + max_length
+    state = model.decoding_start(inputs, total_length, use_cache=use_cache)
+    tokens = ops.pad(prompt, [[0, 0], [0, max_length]])  # [B, L]
+    prompt_length = _lengths(prompt)  # [B]
+    finished = ops.zeros((batch_size,), "bool")
+
+    def step(index, tokens, finished, state):
+        logits, state = model.decoding_step(tokens, index, state)
+        position = index + 1
+        forced = position < prompt_length
+        frozen = finished | (position >= prompt_length + max_length)
+        chosen = ops.cast(choose(_no_padding(logits)), tokens.dtype)
+        token = ops.where(
+            forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
+        )
+        finished = frozen | ((token == end_id) & ~forced)
+        tokens = ops.slice_update(tokens, (0, position), token[:, None])
+        return index + 1, tokens, finished, state
+
+    def not_done(index, tokens, finished, state):
+        frozen = finished | (index + 1 >= prompt_length + max_length)
+        return (index < total_length - 1) & ~ops.all(frozen)
+
+    _, tokens, _, _ = ops.while_loop(not_done, step, (0, tokens, finished, state))
+    return _strip_start(tokens, is_lm)
+
+
+def _prompt(model, inputs, start_id):
+    """The tokens each sequence starts from: the prompt for a language model,
+    the start token for an encoder-decoder."""
+    if isinstance(model, TransformerLM):
+        return ops.cast(inputs, "int32"), True
+    return ops.full((ops.shape(inputs)[0], 1), start_id, "int32"), False
+
+
+def _lengths(prompt):
+    return ops.sum(ops.cast(ops.not_equal(prompt, PAD_ID), "int32"), axis=1)
+
+
+def _strip_start(tokens, is_lm):
+    return tokens if is_lm else tokens[:, 1:]
+
+
+def _no_padding(logits):
+    """Padding is never generated."""
+    is_padding = ops.arange(ops.shape(logits)[-1]) == PAD_ID
+    return ops.where(is_padding, NEG_INF, logits)
+
+
+def _check_max_length(max_length):
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(
+            f"`max_length` must be a positive integer. Received: max_length={max_length!r}"
+        )
