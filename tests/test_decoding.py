@@ -1,0 +1,214 @@
+import itertools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import to_numpy
+from keras import ops
+
+from keras_attention import decoding
+from keras_attention.models import (
+    build_seq2seq_attention,
+    build_transformer,
+    build_transformer_lm,
+)
+
+SOURCE = np.array([[5, 6, 7, 0, 0], [8, 9, 10, 11, 3], [4, 4, 0, 0, 0]], "int32")
+PROMPT = np.array([[1, 5, 6, 0], [1, 7, 0, 0], [1, 3, 4, 9]], "int32")
+MAX_LENGTH = 6
+
+
+def make_model(name):
+    keras.utils.set_random_seed(7)
+    return {
+        "transformer": lambda: build_transformer(20),
+        "transformer_pre_norm": lambda: build_transformer(20, norm_first=True),
+        "seq2seq_bahdanau_gru": lambda: build_seq2seq_attention(20),
+        "seq2seq_luong_lstm_input_feeding": lambda: build_seq2seq_attention(
+            20, cell="lstm", attention="luong", input_feeding=True
+        ),
+        "lm": lambda: build_transformer_lm(20),
+    }[name]()
+
+
+MODELS = [
+    "transformer",
+    "transformer_pre_norm",
+    "seq2seq_bahdanau_gru",
+    "seq2seq_luong_lstm_input_feeding",
+    "lm",
+]
+
+
+def inputs_for(name):
+    return PROMPT if name == "lm" else SOURCE
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_greedy_with_the_cache_equals_greedy_without(name):
+    model, inputs = make_model(name), inputs_for(name)
+    cached = to_numpy(decoding.greedy_search(model, inputs, MAX_LENGTH))
+    uncached = to_numpy(decoding.greedy_search(model, inputs, MAX_LENGTH, use_cache=False))
+    np.testing.assert_array_equal(cached, uncached)
+    expected_width = MAX_LENGTH + (PROMPT.shape[1] if name == "lm" else 0)
+    assert cached.shape == (3, expected_width)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_beam_size_one_equals_greedy(name):
+    model, inputs = make_model(name), inputs_for(name)
+    greedy = to_numpy(decoding.greedy_search(model, inputs, MAX_LENGTH))
+    beam, _ = decoding.beam_search(model, inputs, MAX_LENGTH, beam_size=1)
+    np.testing.assert_array_equal(to_numpy(beam), greedy)
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_a_batch_decodes_like_each_item_alone(name, method):
+    model, inputs = make_model(name), inputs_for(name)
+
+    def run(x):
+        if method == "greedy":
+            return to_numpy(decoding.greedy_search(model, x, MAX_LENGTH))
+        return to_numpy(decoding.beam_search(model, x, MAX_LENGTH, beam_size=3)[0])
+
+    batch = run(inputs)
+    for row in range(len(inputs)):
+        alone = inputs[row : row + 1, : max(1, int((inputs[row] != 0).sum()))]  # no padding
+        result = run(alone)
+        width = result.shape[1]
+        np.testing.assert_array_equal(result[0], batch[row, :width])
+        assert np.all(batch[row, width:] == 0)
+
+
+@pytest.mark.parametrize("name", ["transformer", "seq2seq_bahdanau_gru", "lm"])
+def test_graph_and_xla_give_the_eager_tokens(name):
+    model, inputs = make_model(name), inputs_for(name)
+    eager = to_numpy(decoding.greedy_search(model, inputs, MAX_LENGTH))
+    beam = to_numpy(decoding.beam_search(model, inputs, MAX_LENGTH, beam_size=2)[0])
+    spec = tf.TensorSpec([None, inputs.shape[1]], tf.int32)
+    greedy_xla = tf.function(
+        lambda x: decoding.greedy_search(model, x, MAX_LENGTH),
+        input_signature=[spec],
+        jit_compile=True,
+    )
+    beam_graph = tf.function(
+        lambda x: decoding.beam_search(model, x, MAX_LENGTH, beam_size=2)[0], input_signature=[spec]
+    )
+    np.testing.assert_array_equal(greedy_xla(inputs).numpy(), eager)
+    np.testing.assert_array_equal(beam_graph(inputs).numpy(), beam)
+
+
+def test_lm_keeps_the_prompt_and_continues_it():
+    model = make_model("lm")
+    tokens = to_numpy(decoding.greedy_search(model, PROMPT, MAX_LENGTH))
+    lengths = (PROMPT != 0).sum(1)
+    for row, length in enumerate(lengths):
+        np.testing.assert_array_equal(tokens[row, :length], PROMPT[row, :length])
+        generated = tokens[row, length:]
+        assert generated[0] != 0  # something was generated
+        assert len(generated) == MAX_LENGTH + PROMPT.shape[1] - length
+
+
+class MarkovModel:
+    """A stand-in model: next-token logits depend only on the previous token.
+
+    Small enough to search exhaustively, so beam search can be checked
+    against the true best sequence.
+    """
+
+    def __init__(self, table):
+        self.table = ops.convert_to_tensor(table, "float32")  # [V, V]
+
+    def decoding_start(self, inputs, max_length, use_cache=True):
+        return {"inputs": ops.convert_to_tensor(inputs)}
+
+    def decoding_step(self, token_ids, index, state):
+        previous = ops.take(token_ids, index, axis=1)
+        return ops.take(self.table, previous, axis=0), state
+
+
+def log_softmax_without_padding(table):
+    logits = table.copy()
+    logits[:, 0] = -1e9
+    logits = logits - logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+
+def exhaustive_best(table, max_length, alpha, end_id=2, start_id=1):
+    """The highest ((5 + |Y|) / 6)^alpha-normalised log-probability sequence."""
+    log_probs = log_softmax_without_padding(table)
+    vocabulary = range(1, table.shape[0])
+    best, best_score = None, -np.inf
+    for length in range(1, max_length + 1):
+        for sequence in itertools.product(vocabulary, repeat=length):
+            if end_id in sequence[:-1]:
+                continue  # the end token ends a sequence
+            tokens = (start_id, *sequence)
+            total = sum(log_probs[a, b] for a, b in itertools.pairwise(tokens))
+            if length < max_length and sequence[-1] != end_id:
+                continue  # an unfinished sequence shorter than max_length is a prefix
+            score = total / ((5 + length) / 6) ** alpha
+            if score > best_score:
+                best, best_score = sequence, score
+    return list(best), best_score
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_search_finds_the_best_sequence(alpha, seed):
+    table = np.random.default_rng(seed).normal(scale=2.0, size=(5, 5)).astype("float32")
+    max_length = 3
+    model = MarkovModel(table)
+    # 4 generable tokens: 16 beams keep every prefix, so the search is exact.
+    tokens, score = decoding.beam_search(
+        model, np.zeros((1, 1), "int32"), max_length, beam_size=16, length_penalty=alpha
+    )
+    expected, expected_score = exhaustive_best(table, max_length, alpha)
+    tokens = [t for t in to_numpy(tokens)[0] if t != 0]
+    assert tokens == expected
+    np.testing.assert_allclose(to_numpy(score)[0], expected_score, rtol=1e-5)
+
+
+def test_greedy_stops_at_the_end_token_and_pads_after_it():
+    table = np.full((5, 5), -5.0, "float32")
+    table[1, 3] = table[3, 4] = table[4, 2] = 5.0  # start -> 3 -> 4 -> end
+    tokens = to_numpy(decoding.greedy_search(MarkovModel(table), np.zeros((2, 1)), 6))
+    np.testing.assert_array_equal(tokens, [[3, 4, 2, 0, 0, 0]] * 2)
+
+
+def test_sampling_is_reproducible_and_honours_top_k_and_top_p():
+    model, inputs = make_model("transformer"), SOURCE
+    first = to_numpy(decoding.sample(model, inputs, MAX_LENGTH, seed=3))
+    again = to_numpy(decoding.sample(model, inputs, MAX_LENGTH, seed=3))
+    np.testing.assert_array_equal(first, again)
+    different = [to_numpy(decoding.sample(model, inputs, MAX_LENGTH, seed=s)) for s in range(4, 8)]
+    assert any(not np.array_equal(first, d) for d in different)
+    greedy = to_numpy(decoding.greedy_search(model, inputs, MAX_LENGTH))
+    top_1 = to_numpy(decoding.sample(model, inputs, MAX_LENGTH, top_k=1, seed=0))
+    nucleus = to_numpy(decoding.sample(model, inputs, MAX_LENGTH, top_p=1e-6, seed=0))
+    np.testing.assert_array_equal(top_1, greedy)
+    np.testing.assert_array_equal(nucleus, greedy)
+
+
+def test_filter_logits():
+    logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]], "float32"))
+    kept = lambda x: to_numpy(x)[0] > -1e8  # noqa: E731
+    assert kept(decoding.filter_logits(logits, top_k=2)).tolist() == [True, True, False, False]
+    # Nucleus: the smallest set with probability >= p.
+    assert kept(decoding.filter_logits(logits, top_p=0.45)).tolist() == [True, False, False, False]
+    assert kept(decoding.filter_logits(logits, top_p=0.7)).tolist() == [True, True, False, False]
+    assert kept(decoding.filter_logits(logits, top_p=0.9)).tolist() == [True, True, True, False]
+
+
+def test_bad_arguments():
+    model = make_model("transformer")
+    with pytest.raises(ValueError, match="max_length=0"):
+        decoding.greedy_search(model, SOURCE, 0)
+    with pytest.raises(ValueError, match="beam_size"):
+        decoding.beam_search(model, SOURCE, 4, beam_size=0)
+    with pytest.raises(ValueError, match="top_p=1.5"):
+        decoding.sample(model, SOURCE, 4, top_p=1.5)
+    with pytest.raises(ValueError, match="temperature=0"):
+        decoding.sample(model, SOURCE, 4, temperature=0)

@@ -1,0 +1,93 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_attention import visualize
+from keras_attention.models import build_seq2seq_attention, build_transformer
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def head_panels(figure):
+    return [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
+
+
+@pytest.mark.parametrize("num_heads", [1, 3, 8])
+def test_one_panel_per_head_and_a_png(num_heads, tmp_path):
+    weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(num_heads, 3))
+    path = tmp_path / "map.png"
+    figure = visualize.plot_attention(weights, ["le", "chat", "noir"], list("abcd"), path=path)
+    panels = head_panels(figure)
+    assert len(panels) == num_heads
+    assert [t.get_text() for t in panels[0].get_xticklabels()] == list("abcd")
+    assert [t.get_text() for t in panels[0].get_yticklabels()] == ["le", "chat", "noir"]
+    np.testing.assert_allclose(panels[-1].images[0].get_array(), weights[-1])
+    assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_every_layer_and_kind_of_a_transformer(tmp_path):
+    model = build_transformer(20, num_layers=2, num_heads=4)
+    inputs = {"source_ids": np.array([[5, 6, 7]]), "target_ids": np.array([[1, 5, 6, 8]])}
+    paths = visualize.plot_model_attention(
+        model, inputs, ["a", "b", "c"], ["<s>", "x", "y", "z"], tmp_path
+    )
+    names = sorted(p.name for p in paths)
+    assert names == sorted(
+        f"{kind}_layer{i}.png"
+        for kind in ["encoder_self_attention", "decoder_self_attention", "decoder_cross_attention"]
+        for i in range(2)
+    )
+    assert all(p.read_bytes()[:8] == PNG_MAGIC for p in paths)
+
+
+def test_cli_draws_a_saved_model(tmp_path):
+    model = build_seq2seq_attention(20)
+    model.save(tmp_path / "model.keras")
+    (tmp_path / "vocab.txt").write_text("\n".join(f"tok{i}" for i in range(20)))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_attention.visualize",
+            str(tmp_path / "model.keras"),
+            "--source-ids",
+            "5 6 7",
+            "--target-ids",
+            "1 5",
+            "--vocabulary",
+            str(tmp_path / "vocab.txt"),
+            "--output-dir",
+            str(tmp_path / "maps"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    written = result.stdout.split()
+    assert [p.rsplit("/", 1)[-1] for p in written] == ["cross_attention_layer0.png"]
+    assert (tmp_path / "maps" / "cross_attention_layer0.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_cli_refuses_a_missing_model(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_attention.visualize",
+            str(tmp_path / "nope.keras"),
+            "--source-ids",
+            "5 6",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "no model file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="Expected 2 query tokens"):
+        visualize.plot_attention(np.ones((2, 2, 3)) / 3, ["a"], ["x", "y", "z"])
