@@ -1,0 +1,1 @@
+"""Side-by-side speed measurements. Not tests: they assert nothing about speed."""
