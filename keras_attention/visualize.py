@@ -46,7 +46,7 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
             f"Expected {query_length} query tokens and {key_length} key tokens for weights "
             f"of shape {weights.shape}. Received: {len(query_tokens)} and {len(key_tokens)}"
         )
-    columns = min(num_heads, 4)
+    columns = min(num_heads, 4 if key_length <= 12 else 2)  # keep pictures readable
     rows = math.ceil(num_heads / columns)
     cell = 0.35  # inches per token
     label_width = 0.12 * max(len(str(t)) for t in [*query_tokens, *key_tokens, "x"])

@@ -1,0 +1,318 @@
+"""Train, evaluate and save a translation model.
+
+    python -m keras_attention.recipes.translate                 # Transformer, dates task
+    python -m keras_attention.recipes.translate --preset dates_bahdanau
+    python -m keras_attention.recipes.translate --help          # every flag
+
+The default task (TFDS `multilingual_dates`) is generated on this machine, so
+the default command needs no download. Everything a run writes goes under
+`--output-dir`: the resolved config, checkpoints for automatic resume,
+TensorBoard logs, the evaluation JSON, the model, its vocabularies and an
+attention map.
+"""
+
+import dataclasses
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attention import decoding, visualize
+from keras_attention.data.pipeline import translation_batches
+from keras_attention.data.tokenizers import CharacterTokenizer
+from keras_attention.models import build_seq2seq_attention, build_transformer
+from keras_attention.recipes import common
+
+MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
+
+
+@dataclasses.dataclass
+class TranslateConfig:
+    dataset: str = "multilingual_dates"  # TFDS name of (source, target) pairs
+    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
+    model: str = "transformer"  # transformer or seq2seq_attention
+    model_preset: str = "tiny"  # the builder's preset, e.g. tiny, base, big
+    model_overrides: str = ""  # builder arguments, "dropout=0.1,num_layers=3"
+    train_examples: int | None = None  # use only the first N training pairs (quick runs)
+    test_examples: int | None = None  # evaluate on only the first N test pairs
+    max_length: int = 48  # tokens kept per sequence; longer ones are truncated
+    batch_size: int = 64  # global batch size, split over the replicas
+    epochs: int = 8  # passes over the training split
+    learning_rate: float = 2e-3  # peak learning rate (constant schedule)
+    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
+    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
+    adam_beta_1: float = 0.9  # Adam beta_1
+    adam_beta_2: float = 0.98  # Adam beta_2 (the paper's 0.98)
+    adam_epsilon: float = 1e-9  # Adam epsilon (the paper's 1e-9)
+    label_smoothing: float = 0.0  # label smoothing of the loss (paper: 0.1)
+    strategy: str = "default"  # default, mirrored, multi_worker or tpu
+    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
+    jit_compile: bool = False  # compile the train step with XLA
+    checkpoint_every: int = 500  # steps between checkpoints (resume points)
+    beam_size: int = 1  # 1: greedy decoding for evaluation, >1: beam search
+    eval_batch_size: int = 256  # batch size for decoding the test split
+    seed: int = 0  # seed of weights, shuffling and dropout
+    output_dir: str = "runs/translate"  # where everything of this run is written
+
+    def __post_init__(self):
+        common.check_choice("model", self.model, MODELS)
+        common.check_choice("schedule", self.schedule, ("constant", "warmup"))
+        common.check_choice("strategy", self.strategy, common.STRATEGIES)
+        common.check_choice("precision", self.precision, common.PRECISIONS)
+        positive = (
+            "train_examples",
+            "test_examples",
+            "max_length",
+            "batch_size",
+            "epochs",
+            "learning_rate",
+            "warmup_steps",
+            "checkpoint_every",
+            "beam_size",
+            "eval_batch_size",
+        )
+        for name in positive:
+            common.check_positive(name, getattr(self, name))
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"--label-smoothing must be in [0, 1); got {self.label_smoothing}")
+
+    def builder_overrides(self):
+        """`model_overrides` as keyword arguments with Python literal values."""
+        overrides = {}
+        for item in filter(None, self.model_overrides.split(",")):
+            name, _, value = item.partition("=")
+            if not value:
+                raise ValueError(f"--model-overrides takes name=value pairs; got {item!r}")
+            overrides[name.strip()] = _literal(value.strip())
+        return overrides
+
+
+def _literal(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+PRESETS = {
+    # The default: a tiny Transformer on the offline dates task.
+    "dates": {},
+    # Bahdanau-attention RNN on the same task.
+    "dates_bahdanau": dict(
+        model="seq2seq_attention",
+        model_overrides="attention=bahdanau",
+        output_dir="runs/translate_bahdanau",
+    ),
+    # The tensorflow.org Transformer tutorial's data set (download needed).
+    "ted_pt_en": dict(
+        dataset="ted_hrlr_translate/pt_to_en",
+        max_length=128,
+        schedule="warmup",
+        label_smoothing=0.1,
+        epochs=20,
+    ),
+    # The paper's WMT14 en-de base and big settings (download needed).
+    "wmt14_base": dict(
+        dataset="wmt14_translate/de-en",
+        model_preset="base",
+        max_length=256,
+        batch_size=256,
+        schedule="warmup",
+        warmup_steps=4000,
+        label_smoothing=0.1,
+        beam_size=4,
+    ),
+    "wmt14_big": dict(
+        dataset="wmt14_translate/de-en",
+        model_preset="big",
+        max_length=256,
+        batch_size=256,
+        schedule="warmup",
+        warmup_steps=4000,
+        label_smoothing=0.1,
+        beam_size=4,
+    ),
+}
+
+
+def load_pairs(config, split):
+    import tensorflow_datasets as tfds
+
+    import keras_attention.data.multilingual_dates  # noqa: F401  (registers the builder)
+
+    return tfds.load(
+        config.dataset,
+        split=split,
+        data_dir=config.data_dir,
+        as_supervised=True,
+        shuffle_files=False,
+    )
+
+
+def texts(pairs):
+    """Python strings of a (source, target) data set."""
+    return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator()]
+
+
+def build_model(config, source_tokenizer, target_tokenizer):
+    builder = MODELS[config.model]
+    return builder(
+        source_tokenizer.vocabulary_size,
+        target_tokenizer.vocabulary_size,
+        preset=config.model_preset,
+        **config.builder_overrides(),
+    )
+
+
+def make_optimizer(config, model_dim):
+    if config.schedule == "warmup":
+        learning_rate = common.TransformerSchedule(model_dim, config.warmup_steps)
+    else:
+        learning_rate = config.learning_rate
+    return keras.optimizers.Adam(
+        learning_rate,
+        beta_1=config.adam_beta_1,
+        beta_2=config.adam_beta_2,
+        epsilon=config.adam_epsilon,
+    )
+
+
+def translate(model, source_tokenizer, target_tokenizer, sources, config):
+    """Python strings in, Python strings out, decoded in batches in a graph."""
+    max_length = config.max_length
+
+    @tf.function(reduce_retracing=True)
+    def decode(batch):
+        ids = source_tokenizer.tokenize(batch)[:, :max_length].to_tensor()
+        if config.beam_size > 1:
+            output, _ = decoding.beam_search(model, ids, max_length, beam_size=config.beam_size)
+        else:
+            output = decoding.greedy_search(model, ids, max_length)
+        return target_tokenizer.detokenize(output)
+
+    outputs = []
+    for start in range(0, len(sources), config.eval_batch_size):
+        batch = tf.constant(sources[start : start + config.eval_batch_size])
+        outputs += [t.decode("utf-8") for t in decode(batch).numpy()]
+    return outputs
+
+
+def run(config):
+    output_dir = Path(config.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    common.write_json(output_dir / "config.json", dataclasses.asdict(config))
+    keras.utils.set_random_seed(config.seed)
+    common.set_precision(config.precision)
+    strategy = common.make_strategy(config.strategy)
+
+    # Data and vocabularies (built from the training split only).
+    train_pairs, validation_pairs = load_pairs(config, "train"), load_pairs(config, "validation")
+    if config.train_examples:
+        train_pairs = train_pairs.take(config.train_examples)
+    train_texts = texts(train_pairs)
+    source_tokenizer = CharacterTokenizer.train(s for s, _ in train_texts)
+    target_tokenizer = CharacterTokenizer.train(t for _, t in train_texts)
+    source_tokenizer.save(output_dir / "source_vocabulary.txt")
+    target_tokenizer.save(output_dir / "target_vocabulary.txt")
+    batches = dict(batch_size=config.batch_size, max_length=config.max_length)
+    train = translation_batches(
+        train_pairs,
+        source_tokenizer,
+        target_tokenizer,
+        shuffle_buffer=len(train_texts),
+        seed=config.seed,
+        **batches,
+    )
+    validation = translation_batches(
+        validation_pairs, source_tokenizer, target_tokenizer, **batches
+    )
+
+    with strategy.scope():
+        model = build_model(config, source_tokenizer, target_tokenizer)
+        model_dim = getattr(model, "model_dim", getattr(model, "units", 512))
+        model.compile(
+            optimizer=make_optimizer(config, model_dim),
+            loss=common.MaskedSparseCrossentropy(config.label_smoothing),
+            metrics=[common.MaskedAccuracy()],
+            jit_compile=config.jit_compile,
+        )
+    print(
+        f"{config.model} ({config.model_preset}): {model.count_params():,} parameters, "
+        f"{len(train_texts):,} training pairs, strategy {config.strategy} "
+        f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
+    )
+
+    started = time.time()
+    model.fit(
+        train,
+        validation_data=validation,
+        epochs=config.epochs,
+        verbose=2,
+        callbacks=[
+            keras.callbacks.BackupAndRestore(
+                str(output_dir / "checkpoints"), save_freq=config.checkpoint_every
+            ),
+            keras.callbacks.TensorBoard(str(output_dir / "logs")),
+            keras.callbacks.TerminateOnNaN(),
+        ],
+    )
+    training_seconds = time.time() - started
+
+    # Evaluation on the test split: exact match of the whole output.
+    test = texts(load_pairs(config, "test").take(config.test_examples or -1))
+    predictions = translate(model, source_tokenizer, target_tokenizer, [s for s, _ in test], config)
+    correct = sum(p == t for p, (_, t) in zip(predictions, test, strict=True))
+    results = {
+        "exact_match": correct / len(test),
+        "test_examples": len(test),
+        "training_seconds": round(training_seconds, 1),
+        "decoding": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
+    }
+    common.write_json(output_dir / "evaluation.json", results)
+    model_path = output_dir / "model.keras"
+    model.save(model_path)
+
+    print(
+        f"\nexact match on the test split: {results['exact_match']:.2%} "
+        f"({correct}/{len(test)}), trained in {training_seconds:.0f} s"
+    )
+    for (source, target), prediction in list(zip(test, predictions, strict=True))[:8]:
+        mark = "ok " if prediction == target else "ERR"
+        print(f"  {mark} {source!r:>42} -> {prediction}  (expected {target})")
+
+    # One picture: which source characters each output character attends to.
+    source, _ = test[0]
+    source_ids = source_tokenizer.tokenize(tf.constant([source])).to_tensor().numpy()
+    output = np.asarray(decoding.greedy_search(model, source_ids, config.max_length))[0]
+    output = output[: int(np.argmax(output == 2)) + 1] if 2 in output else output
+    target_ids = np.concatenate([[1], output[:-1]])[None]
+    kind = "decoder_cross_attention" if config.model == "transformer" else "cross_attention"
+    weights = visualize.attention_maps(model, {"source_ids": source_ids, "target_ids": target_ids})[
+        kind
+    ][-1]
+    picture = output_dir / "attention.png"
+    visualize.plot_attention(
+        weights[0],
+        [target_tokenizer.vocabulary[i] for i in target_ids[0]],
+        [source_tokenizer.vocabulary[i] for i in source_ids[0]],
+        path=picture,
+        title=f"{source} -> {predictions[0]}",
+    )
+    print(
+        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
+        f"attention map: {picture}"
+    )
+    return results
+
+
+def main(argv=None):
+    config = common.parse_config(TranslateConfig, PRESETS, argv, description=__doc__)
+    run(config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keras_attention.data.tokenizers import END_ID, UNKNOWN_ID, CharacterTokenizer
+
+
+def test_round_trip_and_reserved_ids(tmp_path):
+    tokenizer = CharacterTokenizer.train(["29 novembre 2026", "2026年11月29日"])
+    ids = tokenizer.tokenize(tf.constant(["29 novembre", "年月"])).to_tensor()
+    assert ids.dtype == tf.int32 and int(tf.reduce_min(tf.where(ids > 0, ids, 99))) >= 4
+    assert tokenizer.detokenize(ids).numpy().tolist() == [b"29 novembre", "年月".encode()]
+    # Stops at the end id; drops padding, start and unknown.
+    ids = np.array([[1, *tokenizer.tokenize(tf.constant(["29"])).numpy()[0], END_ID, 5, 0]])
+    assert tokenizer.detokenize(ids).numpy().tolist() == [b"29"]
+    assert tokenizer.tokenize(tf.constant(["Z"])).numpy()[0].tolist() == [UNKNOWN_ID]
+
+    path = tmp_path / "vocabulary.txt"
+    tokenizer.save(path)
+    loaded = CharacterTokenizer.load(path)
+    assert loaded.vocabulary == tokenizer.vocabulary
+    assert " " in loaded.vocabulary
+
+
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=5))
+def test_any_text_made_of_known_characters_round_trips(texts):
+    tokenizer = CharacterTokenizer.train(texts)
+    ids = tokenizer.tokenize(tf.constant(texts)).to_tensor()
+    assert [t.decode() for t in tokenizer.detokenize(ids).numpy()] == texts
+
+
+def test_invalid_utf8_is_not_an_error():
+    tokenizer = CharacterTokenizer.train(["abc"])
+    ids = tokenizer.tokenize(tf.constant([b"a\xffb"]))
+    assert ids.numpy()[0].tolist() == [
+        tokenizer.vocabulary.index("a"),
+        UNKNOWN_ID,
+        tokenizer.vocabulary.index("b"),
+    ]
+
+
+def test_bad_vocabularies(tmp_path):
+    with pytest.raises(ValueError, match="single characters"):
+        CharacterTokenizer(["ab"])
+    with pytest.raises(ValueError, match="repeats"):
+        CharacterTokenizer(["a", "a"])
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        CharacterTokenizer.load(tmp_path / "missing.txt")
+    (tmp_path / "bad.txt").write_text("a\nb\n")
+    with pytest.raises(ValueError, match="not a vocabulary file"):
+        CharacterTokenizer.load(tmp_path / "bad.txt")
