@@ -77,6 +77,7 @@ class TranslateConfig:
             common.check_positive(name, getattr(self, name))
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"--label-smoothing must be in [0, 1); got {self.label_smoothing}")
+        self.builder_overrides()  # fails early on a malformed --model-overrides
 
     def builder_overrides(self):
         """`model_overrides` as keyword arguments with Python literal values."""

@@ -1,0 +1,91 @@
+import json
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attention.recipes import translate
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def tiny_flags(data_dir, output_dir, *extra):
+    return [
+        "--data-dir",
+        str(data_dir),
+        "--output-dir",
+        str(output_dir),
+        "--train-examples",
+        "256",
+        "--test-examples",
+        "24",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--checkpoint-every",
+        "4",
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--preset", "dates_bahdanau", "--precision", "mixed_bfloat16", "--beam-size", "2"]],
+)
+def test_a_tiny_run_writes_everything(extra, dates_data_dir, tmp_path, capsys):
+    output_dir = tmp_path / "run"
+    translate.main(tiny_flags(dates_data_dir, output_dir, *extra))
+    printed = capsys.readouterr().out
+    assert "exact match on the test split" in printed
+
+    config = json.loads((output_dir / "config.json").read_text())
+    assert config["train_examples"] == 256 and config["output_dir"] == str(output_dir)
+    results = json.loads((output_dir / "evaluation.json").read_text())
+    assert results["test_examples"] == 24 and 0.0 <= results["exact_match"] <= 1.0
+    assert results["decoding"] == ("beam 2" if "--beam-size" in extra else "greedy")
+
+    keras.config.set_dtype_policy("float32")
+    model = keras.saving.load_model(output_dir / "model.keras")
+    ids = np.array([[5, 6, 7]])
+    assert model({"source_ids": ids, "target_ids": ids}).shape[:2] == (1, 3)
+    assert (output_dir / "source_vocabulary.txt").read_text().startswith("<pad>\n<s>\n")
+    assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
+    assert any((output_dir / "logs").rglob("events.out.tfevents.*"))
+
+
+def test_mirrored_strategy_on_two_cpu_devices(dates_data_dir, tmp_path):
+    script = textwrap.dedent(f"""
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from keras_attention.recipes import translate
+        translate.main({tiny_flags(dates_data_dir, tmp_path / "run", "--strategy", "mirrored")})
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "strategy mirrored (2 replicas)" in result.stdout
+    assert json.loads((tmp_path / "run" / "evaluation.json").read_text())["test_examples"] == 24
+
+
+def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_attention.recipes.translate",
+            "--strategy",
+            "gpu_cluster",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "--strategy must be one of default, mirrored, multi_worker, tpu" in result.stderr
+    assert "Traceback" not in result.stderr
