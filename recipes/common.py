@@ -5,7 +5,6 @@ import argparse
 import dataclasses
 import inspect
 import json
-import math
 import os
 import re
 import tempfile
@@ -13,7 +12,14 @@ from pathlib import Path
 
 import keras
 import tensorflow as tf
-from keras import ops
+
+# The loss, metric and schedule the recipes compile with live in the package
+# (so a saved model loads after `import keras_attention`); re-exported here.
+from keras_attention.training import (  # noqa: F401
+    MaskedAccuracy,
+    MaskedSparseCrossentropy,
+    TransformerSchedule,
+)
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -100,79 +106,36 @@ def make_strategy(name):
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
-    raise ValueError(
-        "--strategy multi_worker is not available yet: Keras 3's model.fit needs a fix "
-        "under MultiWorkerMirroredStrategy (see the README)"
+    # Needs TF_CONFIG (the cluster and this worker's index) in the environment.
+    from keras_attention.recipes import multi_worker
+
+    multi_worker.patch()  # model.fit under this strategy needs two fixes in Keras 3
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def is_chief(strategy):
+    """Whether this process writes the run's files (worker 0, or the only one)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in (None, "chief") or (
+        resolver.task_type == "worker"
+        and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
     )
+
+
+def shard_by_data(dataset):
+    """Every worker reads the same batches and keeps its replicas' share of
+    each, so the global batch is what a single process would see."""
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
 
 
 def set_precision(precision):
     check_choice("precision", precision, PRECISIONS)
     keras.config.set_dtype_policy(precision)
-
-
-# --- The paper's loss and schedule ---
-
-
-@keras.saving.register_keras_serializable(package="keras_attention")
-class MaskedSparseCrossentropy(keras.losses.Loss):
-    """Cross-entropy from logits with label smoothing, on integer labels.
-
-    Label smoothing epsilon spreads epsilon of the target mass uniformly over
-    the vocabulary (Szegedy et al. 2016; 0.1 in the Transformer paper)
-    without building one-hot labels. Keras skips the positions that the
-    logits' padding mask marks, so padding never counts.
-    """
-
-    def __init__(self, label_smoothing=0.0, name="masked_sparse_crossentropy", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.label_smoothing = float(label_smoothing)
-
-    def call(self, y_true, y_pred):
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        labels = ops.cast(y_true, "int32")
-        true_log_prob = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
-        mean_log_prob = ops.mean(log_probs, axis=-1)
-        epsilon = self.label_smoothing
-        return -((1.0 - epsilon) * true_log_prob + epsilon * mean_log_prob)
-
-    def get_config(self):
-        return {**super().get_config(), "label_smoothing": self.label_smoothing}
-
-
-@keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
-    ("Attention Is All You Need", 5.3): linear warm-up, then 1/sqrt(step)."""
-
-    def __init__(self, model_dim, warmup_steps=4000, scale=1.0):
-        self.model_dim = model_dim
-        self.warmup_steps = warmup_steps
-        self.scale = scale
-
-    def __call__(self, step):
-        step = ops.cast(step, "float32") + 1.0
-        return (self.scale / math.sqrt(self.model_dim)) * ops.minimum(
-            ops.rsqrt(step), step * self.warmup_steps**-1.5
-        )
-
-    def get_config(self):
-        return {"model_dim": self.model_dim, "warmup_steps": self.warmup_steps, "scale": self.scale}
-
-
-@keras.saving.register_keras_serializable(package="keras_attention")
-class MaskedAccuracy(keras.metrics.Mean):
-    """Token accuracy over real (unpadded) positions only."""
-
-    def __init__(self, name="token_accuracy", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        correct = ops.cast(
-            ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int64")), "float32"
-        )
-        real = ops.cast(ops.not_equal(y_true, 0), "float32")  # padding labels are 0
-        return super().update_state(correct, sample_weight=real)
 
 
 # --- Files: written whole or not at all ---

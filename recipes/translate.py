@@ -12,6 +12,7 @@ attention map.
 """
 
 import dataclasses
+import random
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ class TranslateConfig:
     max_length: int = 48  # tokens kept per sequence; longer ones are truncated
     batch_size: int = 64  # global batch size, split over the replicas
     epochs: int = 8  # passes over the training split
+    shuffle: bool = True  # reshuffle the training pairs every epoch
     learning_rate: float = 2e-3  # peak learning rate (constant schedule)
     schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
     warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
@@ -145,13 +147,20 @@ def load_pairs(config, split):
 
     import keras_attention.data.multilingual_dates  # noqa: F401  (registers the builder)
 
-    return tfds.load(
-        config.dataset,
-        split=split,
-        data_dir=config.data_dir,
-        as_supervised=True,
-        shuffle_files=False,
-    )
+    # Preparing a data set draws from Python's global random numbers, from
+    # which Keras seeds its initializers: keep them as they were, so the
+    # weights do not depend on whether the data set was already prepared.
+    state = random.getstate()
+    try:
+        return tfds.load(
+            config.dataset,
+            split=split,
+            data_dir=config.data_dir,
+            as_supervised=True,
+            shuffle_files=False,
+        )
+    finally:
+        random.setstate(state)
 
 
 def texts(pairs):
@@ -203,12 +212,14 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config):
 
 
 def run(config):
-    output_dir = Path(config.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    common.write_json(output_dir / "config.json", dataclasses.asdict(config))
     keras.utils.set_random_seed(config.seed)
     common.set_precision(config.precision)
     strategy = common.make_strategy(config.strategy)
+    output_dir = Path(config.output_dir)
+    if not common.is_chief(strategy):  # other workers write beside, not over, the chief
+        output_dir = output_dir / f".worker{strategy.cluster_resolver.task_id}"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    common.write_json(output_dir / "config.json", dataclasses.asdict(config))
 
     # Data and vocabularies (built from the training split only).
     train_pairs, validation_pairs = load_pairs(config, "train"), load_pairs(config, "validation")
@@ -224,13 +235,18 @@ def run(config):
         train_pairs,
         source_tokenizer,
         target_tokenizer,
-        shuffle_buffer=len(train_texts),
+        shuffle_buffer=len(train_texts) if config.shuffle else 0,
         seed=config.seed,
+        # Full batches only: every replica gets an equal share (so a cluster
+        # trains like one process), and shapes stay static for XLA and TPUs.
+        drop_remainder=True,
         **batches,
     )
     validation = translation_batches(
         validation_pairs, source_tokenizer, target_tokenizer, **batches
     )
+    if config.strategy == "multi_worker":
+        train, validation = common.shard_by_data(train), common.shard_by_data(validation)
 
     with strategy.scope():
         model = build_model(config, source_tokenizer, target_tokenizer)

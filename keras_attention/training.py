@@ -1,0 +1,68 @@
+"""The loss, metric and learning-rate schedule of the Transformer paper, for
+`model.compile`. Registered serializable, so compiled models save and load."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedSparseCrossentropy(keras.losses.Loss):
+    """Cross-entropy from logits with label smoothing, on integer labels.
+
+    Label smoothing epsilon spreads epsilon of the target mass uniformly over
+    the vocabulary (Szegedy et al. 2016; 0.1 in the Transformer paper)
+    without building one-hot labels. Keras skips the positions that the
+    logits' padding mask marks, so padding never counts.
+    """
+
+    def __init__(self, label_smoothing=0.0, name="masked_sparse_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        labels = ops.cast(y_true, "int32")
+        true_log_prob = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+        mean_log_prob = ops.mean(log_probs, axis=-1)
+        epsilon = self.label_smoothing
+        return -((1.0 - epsilon) * true_log_prob + epsilon * mean_log_prob)
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+    ("Attention Is All You Need", 5.3): linear warm-up, then 1/sqrt(step)."""
+
+    def __init__(self, model_dim, warmup_steps=4000, scale=1.0):
+        self.model_dim = model_dim
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32") + 1.0
+        return (self.scale / math.sqrt(self.model_dim)) * ops.minimum(
+            ops.rsqrt(step), step * self.warmup_steps**-1.5
+        )
+
+    def get_config(self):
+        return {"model_dim": self.model_dim, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MaskedAccuracy(keras.metrics.Mean):
+    """Token accuracy over real (unpadded) positions only."""
+
+    def __init__(self, name="token_accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        correct = ops.cast(
+            ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int64")), "float32"
+        )
+        real = ops.cast(ops.not_equal(y_true, 0), "float32")  # padding labels are 0
+        return super().update_state(correct, sample_weight=real)
