@@ -17,6 +17,7 @@ from keras_attention.layers import BahdanauAttention, LuongAttention
 from keras_attention.layers._multi_head import check_positive_int, check_rate
 from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import padding_mask
+from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
 
 PRESETS = {
     "tiny": dict(embedding_dim=32, units=64),
@@ -174,7 +175,7 @@ class AttentionDecoder(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class Seq2SeqAttention(keras.Model):
+class Seq2SeqAttention(ZooModel):
     """RNN encoder-decoder with attention. Build it with `build_seq2seq_attention`.
 
     Inputs `{"source_ids": int [B, S], "target_ids": int [B, T]}` (padding id
@@ -201,8 +202,7 @@ class Seq2SeqAttention(keras.Model):
         check_positive_int("units", units)
         _check_choice("cell", cell, CELLS)
         check_rate("dropout", dropout)
-        dtype = kwargs.pop("dtype", None)
-        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+        policy = pop_dtype_policy(kwargs)
 
         # === Layers ===
         self.source_embedding = keras.layers.Embedding(
@@ -256,16 +256,18 @@ class Seq2SeqAttention(keras.Model):
         )
 
         # === Config ===
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.embedding_dim = embedding_dim
-        self.units = units
-        self.cell = cell
-        self.bidirectional = bool(bidirectional)
-        self.attention = attention
-        self.luong_score = luong_score
-        self.input_feeding = bool(input_feeding)
-        self.dropout = dropout
+        self._set_config(
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            embedding_dim=embedding_dim,
+            units=units,
+            cell=cell,
+            bidirectional=bool(bidirectional),
+            attention=attention,
+            luong_score=luong_score,
+            input_feeding=bool(input_feeding),
+            dropout=dropout,
+        )
 
     def encode(self, source_ids, training=None):
         """Source ids -> (every encoder hidden state `[B, S, De]`, the decoder's
@@ -344,26 +346,6 @@ class Seq2SeqAttention(keras.Model):
         )
         logits = ops.cast(self.output_projection(attentional), "float32")
         return logits, {**state, "states": states}
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "source_vocabulary_size": self.source_vocabulary_size,
-            "target_vocabulary_size": self.target_vocabulary_size,
-            "embedding_dim": self.embedding_dim,
-            "units": self.units,
-            "cell": self.cell,
-            "bidirectional": self.bidirectional,
-            "attention": self.attention,
-            "luong_score": self.luong_score,
-            "input_feeding": self.input_feeding,
-            "dropout": self.dropout,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 def build_seq2seq_attention(

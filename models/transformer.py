@@ -13,6 +13,7 @@ from keras_attention.models.transformer_stacks import (
     padding_mask,
     sinusoidal_positions,
 )
+from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
 
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
@@ -46,7 +47,7 @@ def resolve_preset(presets, preset, overrides):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class Transformer(keras.Model):
+class Transformer(ZooModel):
     """Encoder-decoder Transformer (Vaswani et al. 2017). Build it with
     `build_transformer`.
 
@@ -81,8 +82,7 @@ class Transformer(keras.Model):
                 f"source_vocabulary_size={source_vocabulary_size}, "
                 f"target_vocabulary_size={target_vocabulary_size}"
             )
-        dtype = kwargs.pop("dtype", None)
-        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+        policy = pop_dtype_policy(kwargs)
         stack_kwargs = dict(
             num_layers=num_layers,
             num_heads=num_heads,
@@ -125,16 +125,18 @@ class Transformer(keras.Model):
         )
 
         # === Config ===
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.num_layers = num_layers
-        self.model_dim = model_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.share_embeddings = share_embeddings
-        self.tie_output_embeddings = tie_output_embeddings
+        self._set_config(
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            num_layers=num_layers,
+            model_dim=model_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            share_embeddings=share_embeddings,
+            tie_output_embeddings=tie_output_embeddings,
+        )
 
     def encode(self, source_ids, training=None, return_attention_scores=False):
         """Source ids `[B, S]` -> encoder output `[B, S, D]` (and weights)."""
@@ -243,26 +245,6 @@ class Transformer(keras.Model):
             context_mask=state["context_mask"],
             context_caches=state["context_caches"],
         )
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "source_vocabulary_size": self.source_vocabulary_size,
-            "target_vocabulary_size": self.target_vocabulary_size,
-            "num_layers": self.num_layers,
-            "model_dim": self.model_dim,
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
-            "dropout": self.dropout,
-            "norm_first": self.norm_first,
-            "share_embeddings": self.share_embeddings,
-            "tie_output_embeddings": self.tie_output_embeddings,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 def build_transformer(

@@ -12,6 +12,7 @@ from keras_attention.models.transformer_stacks import (
     padding_mask,
     sinusoidal_positions,
 )
+from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
@@ -22,7 +23,7 @@ POOLINGS = ("mean", "first")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerClassifier(keras.Model):
+class TransformerClassifier(ZooModel):
     """Encoder + pooling + classifier head. Build it with
     `build_transformer_classifier`.
 
@@ -48,8 +49,7 @@ class TransformerClassifier(keras.Model):
         check_positive_int("num_classes", num_classes)
         if pooling not in POOLINGS:
             raise ValueError(f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}")
-        dtype = kwargs.pop("dtype", None)
-        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+        policy = pop_dtype_policy(kwargs)
 
         self.pooling = pooling  # read by `logits`, which builds the graph below
 
@@ -79,14 +79,17 @@ class TransformerClassifier(keras.Model):
         super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
 
         # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_classes = num_classes
-        self.num_layers = num_layers
-        self.model_dim = model_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.norm_first = norm_first
+        self._set_config(
+            vocabulary_size=vocabulary_size,
+            num_classes=num_classes,
+            num_layers=num_layers,
+            model_dim=model_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            pooling=pooling,
+        )
 
     def encode(self, token_ids, training=None, return_attention_scores=False):
         x = embed(
@@ -117,25 +120,6 @@ class TransformerClassifier(keras.Model):
         """`{"self_attention": [[B, H, T, T] per layer]}`, for pictures."""
         _, scores = self.encode(token_ids, return_attention_scores=True)
         return {"self_attention": scores}
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocabulary_size": self.vocabulary_size,
-            "num_classes": self.num_classes,
-            "num_layers": self.num_layers,
-            "model_dim": self.model_dim,
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
-            "dropout": self.dropout,
-            "norm_first": self.norm_first,
-            "pooling": self.pooling,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 def build_transformer_classifier(vocabulary_size, num_classes, preset="tiny", **overrides):

@@ -14,6 +14,7 @@ from keras_attention.models.transformer_stacks import (
     padding_mask,
     sinusoidal_positions,
 )
+from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
@@ -32,7 +33,7 @@ POSITIONS = ("sinusoidal", "learned")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerLM(keras.Model):
+class TransformerLM(ZooModel):
     """Decoder-only Transformer: causal self-attention blocks, no encoder.
     Build it with `build_transformer_lm`.
 
@@ -62,8 +63,7 @@ class TransformerLM(keras.Model):
             )
         if positions == "learned" and max_length is None:
             raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
-        dtype = kwargs.pop("dtype", None)
-        policy = keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
+        policy = pop_dtype_policy(kwargs)
 
         # === Layers ===
         self.token_embedding = TokenEmbedding(
@@ -97,16 +97,18 @@ class TransformerLM(keras.Model):
         super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
 
         # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.model_dim = model_dim
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.positions = positions
-        self.max_length = max_length
-        self.tie_output_embeddings = tie_output_embeddings
+        self._set_config(
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            model_dim=model_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            positions=positions,
+            max_length=max_length,
+            tie_output_embeddings=tie_output_embeddings,
+        )
 
     def _embed(self, token_ids, start_index=0, training=None):
         return embed(
@@ -154,26 +156,6 @@ class TransformerLM(keras.Model):
             )
         logits = ops.take(self.logits(token_ids), index, axis=1)
         return ops.cast(logits, "float32"), state
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "model_dim": self.model_dim,
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
-            "dropout": self.dropout,
-            "norm_first": self.norm_first,
-            "positions": self.positions,
-            "max_length": self.max_length,
-            "tie_output_embeddings": self.tie_output_embeddings,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 def build_transformer_lm(vocabulary_size, preset="tiny", **overrides):

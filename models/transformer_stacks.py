@@ -13,7 +13,7 @@ from keras_attention.layers import (
     TransformerBlock,
     TransformerDecoderBlock,
 )
-from keras_attention.layers._multi_head import check_positive_int, check_rate
+from keras_attention.layers._multi_head import check_positive_int, check_rate, pack_outputs
 
 
 class _Stack(keras.layers.Layer):
@@ -150,12 +150,11 @@ class TransformerDecoder(_Stack):
             scores.append(weights)
             if caches is not None:
                 new_caches.append(outputs[2])
-        outputs = (self._finish(x),)
-        if return_attention_scores:
-            outputs += (scores,)
-        if caches is not None:
-            outputs += (new_caches,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return pack_outputs(
+            self._finish(x),
+            scores if return_attention_scores else None,
+            new_caches if caches is not None else None,
+        )
 
     def initial_caches(self, batch_size, max_length):
         return [block.initial_cache(batch_size, max_length) for block in self.blocks]

@@ -30,6 +30,13 @@ def check_rate(name, value):
     return float(value)
 
 
+def pack_outputs(output, attention_scores=None, cache=None):
+    """The main output, then the attention scores and the cache when given:
+    one tensor when neither is, else a tuple."""
+    extras = tuple(x for x in (attention_scores, cache) if x is not None)
+    return (output, *extras) if extras else output
+
+
 class Layer(keras.layers.Layer):
     """Base of the package's layers that may return extra outputs.
 

@@ -2,7 +2,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers._attention import causal_mask, check_mask, key_mask, merge_masks
-from keras_attention.layers._multi_head import MultiHeadAttentionBase
+from keras_attention.layers._multi_head import MultiHeadAttentionBase, pack_outputs
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -134,12 +134,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
         mask = merge_masks(key_mask(padding_mask, attention_mask), future_mask)
         output, weights = self._attend(query, key, value, mask, training)
-        outputs = (output,)
-        if return_attention_scores:
-            outputs += (weights,)
-        if cache is not None:
-            outputs += (cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return pack_outputs(output, weights if return_attention_scores else None, cache)
 
     def initial_cache(self, batch_size, max_length):
         """An empty `(key_cache, value_cache)`, each `[B, max_length, H, d]`."""

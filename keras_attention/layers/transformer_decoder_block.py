@@ -1,6 +1,7 @@
 import keras
 
 from keras_attention.layers._attention import merge_masks
+from keras_attention.layers._multi_head import pack_outputs
 from keras_attention.layers._transformer import TransformerBlockBase
 from keras_attention.layers.multi_head_cross_attention import MultiHeadCrossAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -141,12 +142,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         # 3. Position-wise feed-forward network.
         x = self._feed_forward(x, training)
 
-        outputs = (x,)
-        if return_attention_scores:
-            outputs += (weights,)
-        if cache is not None:
-            outputs += (cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return pack_outputs(x, weights if return_attention_scores else None, cache)
 
     def initial_cache(self, batch_size, max_length):
         """An empty self-attention cache, see `MultiHeadSelfAttention`."""

@@ -1,0 +1,28 @@
+"""What the zoo's models share."""
+
+import keras
+
+
+class ZooModel(keras.Model):
+    """A functional model built in `__init__`, whose config is its
+    constructor's arguments (so it saves to and loads from `.keras` files)."""
+
+    def _set_config(self, **config):
+        """Keeps the constructor's arguments, as attributes and as the config."""
+        self._constructor_config = config
+        for name, value in config.items():
+            setattr(self, name, value)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, **self._constructor_config}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def pop_dtype_policy(kwargs):
+    """Removes `dtype` from a model's keyword arguments and returns the dtype
+    policy that every layer of the model gets (the global one by default)."""
+    dtype = kwargs.pop("dtype", None)
+    return keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()
