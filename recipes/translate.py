@@ -12,17 +12,18 @@ attention map.
 """
 
 import dataclasses
-import random
 import time
 from pathlib import Path
 
 import keras
 import numpy as np
+import sacrebleu
 import tensorflow as tf
 
 from keras_attention import decoding, visualize
+from keras_attention.data import datasets
 from keras_attention.data.pipeline import translation_batches
-from keras_attention.data.tokenizers import CharacterTokenizer
+from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
 from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.recipes import common
 
@@ -33,6 +34,10 @@ MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_a
 class TranslateConfig:
     dataset: str = "multilingual_dates"  # TFDS name of (source, target) pairs
     data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
+    reverse: bool = False  # swap source and target (WMT14 de-en read as en -> de)
+    tokenizer: str = "character"  # character, or subword (SentencePiece)
+    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
+    shared_vocabulary: bool = False  # one subword vocabulary for both languages
     model: str = "transformer"  # transformer or seq2seq_attention
     model_preset: str = "tiny"  # the builder's preset, e.g. tiny, base, big
     model_overrides: str = ""  # builder arguments, "dropout=0.1,num_layers=3"
@@ -59,11 +64,14 @@ class TranslateConfig:
     output_dir: str = "runs/translate"  # where everything of this run is written
 
     def __post_init__(self):
+        common.check_choice("dataset", self.dataset, datasets.TRANSLATION)
+        common.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
         common.check_choice("model", self.model, MODELS)
         common.check_choice("schedule", self.schedule, ("constant", "warmup"))
         common.check_choice("strategy", self.strategy, common.STRATEGIES)
         common.check_choice("precision", self.precision, common.PRECISIONS)
         positive = (
+            "vocabulary_size",
             "train_examples",
             "test_examples",
             "max_length",
@@ -103,6 +111,10 @@ def _literal(text):
 
 WMT14 = dict(
     dataset="wmt14_translate/de-en",
+    reverse=True,  # English -> German, as in the paper
+    tokenizer="subword",
+    vocabulary_size=37000,  # the paper's shared source-target vocabulary
+    shared_vocabulary=True,
     model_preset="base",
     max_length=256,
     batch_size=256,
@@ -123,6 +135,8 @@ PRESETS = {
     # The tensorflow.org Transformer tutorial's data set (download needed).
     "ted_pt_en": dict(
         dataset="ted_hrlr_translate/pt_to_en",
+        tokenizer="subword",
+        vocabulary_size=8000,
         max_length=128,
         schedule="warmup",
         label_smoothing=0.1,
@@ -136,24 +150,21 @@ PRESETS = {
 
 
 def load_pairs(config, split):
-    import tensorflow_datasets as tfds
+    return datasets.translation_pairs(config.dataset, split, config.data_dir, config.reverse)
 
-    import keras_attention.data.multilingual_dates  # noqa: F401  (registers the builder)
 
-    # Preparing a data set draws from Python's global random numbers, from
-    # which Keras seeds its initializers: keep them as they were, so the
-    # weights do not depend on whether the data set was already prepared.
-    state = random.getstate()
-    try:
-        return tfds.load(
-            config.dataset,
-            split=split,
-            data_dir=config.data_dir,
-            as_supervised=True,
-            shuffle_files=False,
-        )
-    finally:
-        random.setstate(state)
+def train_tokenizers(config, train_texts):
+    """Source and target tokenisers, learned from the training split only."""
+    sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
+    if config.tokenizer == "character":
+        return CharacterTokenizer.train(sources), CharacterTokenizer.train(targets)
+    if config.shared_vocabulary:
+        shared = SubwordTokenizer.train(sources + targets, config.vocabulary_size)
+        return shared, shared
+    return (
+        SubwordTokenizer.train(sources, config.vocabulary_size),
+        SubwordTokenizer.train(targets, config.vocabulary_size),
+    )
 
 
 def texts(pairs):
@@ -219,10 +230,10 @@ def run(config):
     if config.train_examples:
         train_pairs = train_pairs.take(config.train_examples)
     train_texts = texts(train_pairs)
-    source_tokenizer = CharacterTokenizer.train(s for s, _ in train_texts)
-    target_tokenizer = CharacterTokenizer.train(t for _, t in train_texts)
-    source_tokenizer.save(output_dir / "source_vocabulary.txt")
-    target_tokenizer.save(output_dir / "target_vocabulary.txt")
+    source_tokenizer, target_tokenizer = train_tokenizers(config, train_texts)
+    suffix = "txt" if config.tokenizer == "character" else "model"
+    source_tokenizer.save(output_dir / f"source_vocabulary.{suffix}")
+    target_tokenizer.save(output_dir / f"target_vocabulary.{suffix}")
     batches = dict(batch_size=config.batch_size, max_length=config.max_length)
     train = translation_batches(
         train_pairs,
@@ -276,8 +287,12 @@ def run(config):
     test = texts(load_pairs(config, "test").take(config.test_examples or -1))
     predictions = translate(model, source_tokenizer, target_tokenizer, [s for s, _ in test], config)
     correct = sum(p == t for p, (_, t) in zip(predictions, test, strict=True))
+    bleu_metric = sacrebleu.BLEU()
+    bleu = bleu_metric.corpus_score(predictions, [[t for _, t in test]])
     results = {
         "exact_match": correct / len(test),
+        "sacrebleu": round(bleu.score, 2),
+        "sacrebleu_signature": str(bleu_metric.get_signature()),
         "test_examples": len(test),
         "training_seconds": round(training_seconds, 1),
         "decoding": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
@@ -287,7 +302,8 @@ def run(config):
     model.save(model_path)
 
     print(
-        f"\nexact match on the test split: {results['exact_match']:.2%} "
+        f"\nsacreBLEU {results['sacrebleu']}; exact match on the test split: "
+        f"{results['exact_match']:.2%} "
         f"({correct}/{len(test)}), trained in {training_seconds:.0f} s"
     )
     for (source, target), prediction in list(zip(test, predictions, strict=True))[:8]:

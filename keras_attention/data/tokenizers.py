@@ -2,9 +2,12 @@
 SavedModel and run in TF Serving unchanged.
 
 Ids 0-3 are reserved in every vocabulary: 0 padding, 1 start, 2 end,
-3 unknown. A vocabulary file has one token per line; line i is id i.
+3 unknown. Both tokenisers offer `train`, `tokenize` (strings -> ragged
+ids, no start or end id), `detokenize` (ids -> strings, up to the first end
+id), `vocabulary`, `vocabulary_size`, `save` and `load`.
 """
 
+import io
 from pathlib import Path
 
 import tensorflow as tf
@@ -12,10 +15,17 @@ import tensorflow as tf
 PAD, START, END, UNKNOWN = "<pad>", "<s>", "</s>", "<unk>"
 RESERVED = (PAD, START, END, UNKNOWN)
 PAD_ID, START_ID, END_ID, UNKNOWN_ID = range(4)
+TOKENIZERS = ("character", "subword")
+
+
+def _before_end(ids):
+    """True at the ids before the first end id of each row."""
+    return tf.math.cumsum(tf.cast(ids == END_ID, tf.int32), axis=-1, exclusive=True) == 0
 
 
 class CharacterTokenizer(tf.Module):
-    """One id per Unicode character, with TensorFlow ops only.
+    """One id per Unicode character, with TensorFlow ops only. A vocabulary
+    file has one token per line; line i is id i.
 
     Args:
         vocabulary: the characters, in id order (after the reserved tokens),
@@ -76,8 +86,7 @@ class CharacterTokenizer(tf.Module):
         """int `[B, T]` -> `tf.string [B]`: the tokens before the first end id,
         without padding, start or unknown ids."""
         ids = tf.cast(ids, tf.int32)
-        before_end = tf.math.cumsum(tf.cast(ids == END_ID, tf.int32), axis=-1, exclusive=True) == 0
-        ids = tf.where(before_end & (ids >= len(RESERVED)), ids, PAD_ID)
+        ids = tf.where(_before_end(ids) & (ids >= len(RESERVED)), ids, PAD_ID)
         tokens = tf.gather(self._tokens, ids)
         tokens = tf.where(ids == PAD_ID, "", tokens)
         return tf.strings.reduce_join(tokens, axis=-1)
@@ -98,3 +107,82 @@ class CharacterTokenizer(tf.Module):
                 f"{', '.join(RESERVED)} and end with a newline"
             )
         return cls(lines[:-1])
+
+
+class SubwordTokenizer(tf.Module):
+    """A SentencePiece (unigram) subword vocabulary, trained with
+    `sentencepiece` and applied in the graph by `tensorflow_text`, whose ops
+    the TF Serving model server links in.
+
+    Args:
+        model: the serialized SentencePiece model (bytes), as written by
+            `save` or `train`.
+    """
+
+    def __init__(self, model, name=None):
+        super().__init__(name=name)
+        import sentencepiece
+        import tensorflow_text
+
+        self.model = bytes(model)
+        processor = sentencepiece.SentencePieceProcessor(model_proto=self.model)
+        self.vocabulary = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+        self._tokenizer = tensorflow_text.SentencepieceTokenizer(
+            model=self.model, out_type=tf.int32
+        )
+
+    @classmethod
+    def train(cls, texts, vocabulary_size):
+        """Trains a unigram model on `texts` (an iterable of str).
+
+        `vocabulary_size` counts the 4 reserved ids; a corpus too small for
+        it gets a smaller vocabulary rather than an error.
+        """
+        import sentencepiece
+
+        model = io.BytesIO()
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            vocab_size=vocabulary_size,
+            model_type="unigram",
+            pad_id=PAD_ID,
+            bos_id=START_ID,
+            eos_id=END_ID,
+            unk_id=UNKNOWN_ID,
+            pad_piece=PAD,
+            bos_piece=START,
+            eos_piece=END,
+            unk_piece=UNKNOWN,
+            hard_vocab_limit=False,
+            character_coverage=1.0,
+            minloglevel=2,
+        )
+        return cls(model.getvalue())
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def tokenize(self, texts):
+        """`tf.string [B]` -> int32 `RaggedTensor [B, None]`, no start or end id."""
+        return self._tokenizer.tokenize(texts)
+
+    def detokenize(self, ids):
+        """int `[B, T]` -> `tf.string [B]`, up to the first end id."""
+        ids = tf.cast(ids, tf.int32)
+        keep = _before_end(ids) & (ids >= len(RESERVED))
+        return self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    def save(self, path):
+        Path(path).write_bytes(self.model)
+
+    @classmethod
+    def load(cls, path):
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"No SentencePiece model at {path}")
+        try:
+            return cls(path.read_bytes())
+        except RuntimeError as error:
+            raise ValueError(f"{path} is not a SentencePiece model: {error}") from None

@@ -4,7 +4,7 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keras_attention.data.tokenizers import END_ID, UNKNOWN_ID, CharacterTokenizer
+from keras_attention.data.tokenizers import END_ID, UNKNOWN_ID, CharacterTokenizer, SubwordTokenizer
 
 
 def test_round_trip_and_reserved_ids(tmp_path):
@@ -51,3 +51,35 @@ def test_bad_vocabularies(tmp_path):
     (tmp_path / "bad.txt").write_text("a\nb\n")
     with pytest.raises(ValueError, match="not a vocabulary file"):
         CharacterTokenizer.load(tmp_path / "bad.txt")
+
+
+CORPUS = ["the cat sat on the mat", "a dog ran in the park", "o gato sentou no tapete"] * 40
+
+
+def test_subword_tokenizer_round_trip_in_a_graph(tmp_path):
+    tokenizer = SubwordTokenizer.train(CORPUS, vocabulary_size=60)
+    assert tokenizer.vocabulary[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+    assert 4 < tokenizer.vocabulary_size <= 60
+
+    @tf.function
+    def round_trip(texts):
+        return tokenizer.detokenize(tokenizer.tokenize(texts).to_tensor())
+
+    texts = ["the cat ran in the park", "o gato"]
+    assert [t.decode() for t in round_trip(tf.constant(texts)).numpy()] == texts
+    ids = tokenizer.tokenize(tf.constant(["the cat"])).numpy()[0].tolist()
+    assert min(ids) >= 4  # no reserved id inside a text
+    with_end = np.array([[1, *ids, END_ID, *ids, 0]])  # stops at the end id
+    assert tokenizer.detokenize(with_end).numpy().tolist() == [b"the cat"]
+
+    path = tmp_path / "source.model"
+    tokenizer.save(path)
+    assert SubwordTokenizer.load(path).vocabulary == tokenizer.vocabulary
+
+
+def test_subword_tokenizer_bad_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.model"):
+        SubwordTokenizer.load(tmp_path / "missing.model")
+    (tmp_path / "corrupt.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="not a SentencePiece model"):
+        SubwordTokenizer.load(tmp_path / "corrupt.model")
