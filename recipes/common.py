@@ -8,10 +8,13 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import keras
 import tensorflow as tf
+
+from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
 
 # The loss, metric and schedule the recipes compile with live in the package
 # (so a saved model loads after `import keras_attention`); re-exported here.
@@ -131,6 +134,69 @@ def shard_by_data(dataset):
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)
+
+
+def start_run(config):
+    """Seeds, precision and strategy (made before anything else touches
+    TensorFlow's devices), the run's folder, and its resolved config.
+
+    Returns `(strategy, output_dir)`. Workers other than the chief write
+    under `output_dir/.workerN/`, beside, not over, the chief's files.
+    """
+    keras.utils.set_random_seed(config.seed)
+    set_precision(config.precision)
+    strategy = make_strategy(config.strategy)
+    output_dir = Path(config.output_dir)
+    if not is_chief(strategy):
+        output_dir = output_dir / f".worker{strategy.cluster_resolver.task_id}"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_json(output_dir / "config.json", dataclasses.asdict(config))
+    return strategy, output_dir
+
+
+def train_tokenizer(config, texts):
+    """The tokeniser `config.tokenizer` names, learned from `texts` (a list)."""
+    if config.tokenizer == "character":
+        return CharacterTokenizer.train(texts)
+    return SubwordTokenizer.train(texts, config.vocabulary_size)
+
+
+def vocabulary_file(config, side):
+    return f"{side}_vocabulary.{'txt' if config.tokenizer == 'character' else 'model'}"
+
+
+def make_optimizer(config, model_dim):
+    """Adam, with a constant learning rate or the paper's warm-up schedule."""
+    if config.schedule == "warmup":
+        learning_rate = TransformerSchedule(model_dim, config.warmup_steps)
+    else:
+        learning_rate = config.learning_rate
+    return keras.optimizers.Adam(
+        learning_rate,
+        beta_1=config.adam_beta_1,
+        beta_2=config.adam_beta_2,
+        epsilon=config.adam_epsilon,
+    )
+
+
+def fit(model, train, validation, config, output_dir):
+    """`model.fit` with resumable checkpoints, TensorBoard logs and a stop on
+    NaN; returns the training time in seconds."""
+    started = time.time()
+    model.fit(
+        train,
+        validation_data=validation,
+        epochs=config.epochs,
+        verbose=2,
+        callbacks=[
+            keras.callbacks.BackupAndRestore(
+                str(output_dir / "checkpoints"), save_freq=config.checkpoint_every
+            ),
+            keras.callbacks.TensorBoard(str(output_dir / "logs")),
+            keras.callbacks.TerminateOnNaN(),
+        ],
+    )
+    return time.time() - started
 
 
 def set_precision(precision):

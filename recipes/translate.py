@@ -12,10 +12,7 @@ attention map.
 """
 
 import dataclasses
-import time
-from pathlib import Path
 
-import keras
 import numpy as np
 import sacrebleu
 import tensorflow as tf
@@ -23,7 +20,7 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import translation_batches
-from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
+from keras_attention.data.tokenizers import TOKENIZERS
 from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.recipes import common
 
@@ -156,15 +153,10 @@ def load_pairs(config, split):
 def train_tokenizers(config, train_texts):
     """Source and target tokenisers, learned from the training split only."""
     sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
-    if config.tokenizer == "character":
-        return CharacterTokenizer.train(sources), CharacterTokenizer.train(targets)
     if config.shared_vocabulary:
-        shared = SubwordTokenizer.train(sources + targets, config.vocabulary_size)
+        shared = common.train_tokenizer(config, sources + targets)
         return shared, shared
-    return (
-        SubwordTokenizer.train(sources, config.vocabulary_size),
-        SubwordTokenizer.train(targets, config.vocabulary_size),
-    )
+    return common.train_tokenizer(config, sources), common.train_tokenizer(config, targets)
 
 
 def texts(pairs):
@@ -179,19 +171,6 @@ def build_model(config, source_tokenizer, target_tokenizer):
         target_tokenizer.vocabulary_size,
         preset=config.model_preset,
         **config.builder_overrides(),
-    )
-
-
-def make_optimizer(config, model_dim):
-    if config.schedule == "warmup":
-        learning_rate = common.TransformerSchedule(model_dim, config.warmup_steps)
-    else:
-        learning_rate = config.learning_rate
-    return keras.optimizers.Adam(
-        learning_rate,
-        beta_1=config.adam_beta_1,
-        beta_2=config.adam_beta_2,
-        epsilon=config.adam_epsilon,
     )
 
 
@@ -216,14 +195,7 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config):
 
 
 def run(config):
-    keras.utils.set_random_seed(config.seed)
-    common.set_precision(config.precision)
-    strategy = common.make_strategy(config.strategy)
-    output_dir = Path(config.output_dir)
-    if not common.is_chief(strategy):  # other workers write beside, not over, the chief
-        output_dir = output_dir / f".worker{strategy.cluster_resolver.task_id}"
-    output_dir.mkdir(parents=True, exist_ok=True)
-    common.write_json(output_dir / "config.json", dataclasses.asdict(config))
+    strategy, output_dir = common.start_run(config)
 
     # Data and vocabularies (built from the training split only).
     train_pairs, validation_pairs = load_pairs(config, "train"), load_pairs(config, "validation")
@@ -231,9 +203,8 @@ def run(config):
         train_pairs = train_pairs.take(config.train_examples)
     train_texts = texts(train_pairs)
     source_tokenizer, target_tokenizer = train_tokenizers(config, train_texts)
-    suffix = "txt" if config.tokenizer == "character" else "model"
-    source_tokenizer.save(output_dir / f"source_vocabulary.{suffix}")
-    target_tokenizer.save(output_dir / f"target_vocabulary.{suffix}")
+    source_tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
+    target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
     batches = dict(batch_size=config.batch_size, max_length=config.max_length)
     train = translation_batches(
         train_pairs,
@@ -256,7 +227,7 @@ def run(config):
         model = build_model(config, source_tokenizer, target_tokenizer)
         model_dim = getattr(model, "model_dim", getattr(model, "units", 512))
         model.compile(
-            optimizer=make_optimizer(config, model_dim),
+            optimizer=common.make_optimizer(config, model_dim),
             loss=common.MaskedSparseCrossentropy(config.label_smoothing),
             metrics=[common.MaskedAccuracy()],
             jit_compile=config.jit_compile,
@@ -267,21 +238,7 @@ def run(config):
         f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
     )
 
-    started = time.time()
-    model.fit(
-        train,
-        validation_data=validation,
-        epochs=config.epochs,
-        verbose=2,
-        callbacks=[
-            keras.callbacks.BackupAndRestore(
-                str(output_dir / "checkpoints"), save_freq=config.checkpoint_every
-            ),
-            keras.callbacks.TensorBoard(str(output_dir / "logs")),
-            keras.callbacks.TerminateOnNaN(),
-        ],
-    )
-    training_seconds = time.time() - started
+    training_seconds = common.fit(model, train, validation, config, output_dir)
 
     # Evaluation on the test split: exact match of the whole output.
     test = texts(load_pairs(config, "test").take(config.test_examples or -1))
