@@ -82,6 +82,27 @@ def _base_type(annotation):
     return str
 
 
+def literal_overrides(text):
+    """`"dropout=0.1,cell=lstm"` -> `{"dropout": 0.1, "cell": "lstm"}`: builder
+    arguments from one flag, numbers and True/False/None as Python values."""
+    overrides = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        if not value:
+            raise ValueError(f"--model-overrides takes name=value pairs; got {item!r}")
+        overrides[name.strip()] = _literal(value.strip())
+    return overrides
+
+
+def _literal(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False, "None": None}.get(text, text)
+
+
 def check_choice(name, value, choices):
     if value not in choices:
         raise ValueError(

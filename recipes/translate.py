@@ -87,23 +87,7 @@ class TranslateConfig:
         self.builder_overrides()  # fails early on a malformed --model-overrides
 
     def builder_overrides(self):
-        """`model_overrides` as keyword arguments with Python literal values."""
-        overrides = {}
-        for item in filter(None, self.model_overrides.split(",")):
-            name, _, value = item.partition("=")
-            if not value:
-                raise ValueError(f"--model-overrides takes name=value pairs; got {item!r}")
-            overrides[name.strip()] = _literal(value.strip())
-        return overrides
-
-
-def _literal(text):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"True": True, "False": False, "None": None}.get(text, text)
+        return common.literal_overrides(self.model_overrides)
 
 
 WMT14 = dict(

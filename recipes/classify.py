@@ -1,0 +1,207 @@
+"""Train, evaluate and save a Transformer text classifier.
+
+    python -m keras_attention.recipes.classify                  # which language wrote a date
+    python -m keras_attention.recipes.classify --preset imdb    # IMDB sentiment (download)
+    python -m keras_attention.recipes.classify --help
+
+The default task (`multilingual_dates/language_id`) is generated on this
+machine. Everything a run writes goes under `--output-dir`: the resolved
+config, checkpoints, TensorBoard logs, `evaluation.json` (accuracy on the
+test split), the model, its vocabulary and an attention map.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attention import visualize
+from keras_attention.data import datasets
+from keras_attention.data.pipeline import classification_batches
+from keras_attention.data.tokenizers import TOKENIZERS
+from keras_attention.models import build_transformer_classifier
+from keras_attention.recipes import common
+
+
+@dataclasses.dataclass
+class ClassifyConfig:
+    dataset: str = "multilingual_dates/language_id"  # TFDS name of (text, label) pairs
+    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
+    train_split: str = "train"  # TFDS split to train on
+    validation_split: str = "validation"  # TFDS split to watch during training
+    test_split: str = "test"  # TFDS split to evaluate on
+    tokenizer: str = "character"  # character, or subword (SentencePiece)
+    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
+    model_preset: str = "tiny"  # the builder's preset: tiny or base
+    model_overrides: str = ""  # builder arguments, "pooling=first,num_layers=3"
+    train_examples: int | None = None  # use only the first N training texts (quick runs)
+    test_examples: int | None = None  # evaluate on only the first N test texts
+    max_length: int = 64  # tokens kept per text; longer ones are truncated
+    batch_size: int = 64  # global batch size, split over the replicas
+    epochs: int = 3  # passes over the training split
+    shuffle: bool = True  # reshuffle the training texts every epoch
+    learning_rate: float = 1e-3  # peak learning rate (constant schedule)
+    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
+    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
+    adam_beta_1: float = 0.9  # Adam beta_1
+    adam_beta_2: float = 0.98  # Adam beta_2
+    adam_epsilon: float = 1e-9  # Adam epsilon
+    strategy: str = "default"  # default, mirrored, multi_worker or tpu
+    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
+    jit_compile: bool = False  # compile the train step with XLA
+    checkpoint_every: int = 500  # steps between checkpoints (resume points)
+    seed: int = 0  # seed of weights, shuffling and dropout
+    output_dir: str = "runs/classify"  # where everything of this run is written
+
+    def __post_init__(self):
+        common.check_choice("dataset", self.dataset, datasets.CLASSIFICATION)
+        common.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
+        common.check_choice("schedule", self.schedule, ("constant", "warmup"))
+        common.check_choice("strategy", self.strategy, common.STRATEGIES)
+        common.check_choice("precision", self.precision, common.PRECISIONS)
+        positive = (
+            "vocabulary_size",
+            "train_examples",
+            "test_examples",
+            "max_length",
+            "batch_size",
+            "epochs",
+            "learning_rate",
+            "warmup_steps",
+            "checkpoint_every",
+        )
+        for name in positive:
+            common.check_positive(name, getattr(self, name))
+        common.literal_overrides(self.model_overrides)
+
+
+PRESETS = {
+    # The default: which of 28 languages wrote a date (offline).
+    "dates_language": {},
+    # IMDB sentiment, as in the Keras and TF text-classification tutorials
+    # (download needed); it has no validation split, so 10% of train is kept.
+    "imdb": dict(
+        dataset="imdb_reviews",
+        train_split="train[:90%]",
+        validation_split="train[90%:]",
+        tokenizer="subword",
+        vocabulary_size=8000,
+        max_length=256,
+        batch_size=32,
+        epochs=2,
+        output_dir="runs/classify_imdb",
+    ),
+}
+
+
+def predict_labels(model, tokenizer, texts, config):
+    """Python strings in, label ids out, in batches."""
+    ids = tokenizer.tokenize(tf.constant(texts))[:, : config.max_length].to_tensor()
+    logits = model.predict(ids, batch_size=256, verbose=0)
+    return np.argmax(logits, axis=-1)
+
+
+def run(config):
+    strategy, output_dir = common.start_run(config)
+
+    # Data and vocabulary (from the training split only).
+    train_pairs, label_names = datasets.labelled_texts(
+        config.dataset, config.train_split, config.data_dir
+    )
+    validation_pairs, _ = datasets.labelled_texts(
+        config.dataset, config.validation_split, config.data_dir
+    )
+    if config.train_examples:
+        train_pairs = train_pairs.take(config.train_examples)
+    train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
+    tokenizer = common.train_tokenizer(config, train_texts)
+    tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
+    common.write_json(output_dir / "labels.json", list(label_names))
+    batches = dict(batch_size=config.batch_size, max_length=config.max_length)
+    train = classification_batches(
+        train_pairs,
+        tokenizer,
+        shuffle_buffer=len(train_texts) if config.shuffle else 0,
+        seed=config.seed,
+        drop_remainder=True,
+        **batches,
+    )
+    validation = classification_batches(validation_pairs, tokenizer, **batches)
+    if config.strategy == "multi_worker":
+        train, validation = common.shard_by_data(train), common.shard_by_data(validation)
+
+    with strategy.scope():
+        model = build_transformer_classifier(
+            tokenizer.vocabulary_size,
+            len(label_names),
+            preset=config.model_preset,
+            **common.literal_overrides(config.model_overrides),
+        )
+        model.compile(
+            optimizer=common.make_optimizer(config, model.model_dim),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            jit_compile=config.jit_compile,
+        )
+    print(
+        f"classifier ({config.model_preset}): {model.count_params():,} parameters, "
+        f"{len(train_texts):,} training texts, {len(label_names)} classes, strategy "
+        f"{config.strategy} ({strategy.num_replicas_in_sync} replicas), "
+        f"precision {config.precision}"
+    )
+    training_seconds = common.fit(model, train, validation, config, output_dir)
+
+    # Evaluation on the test split.
+    test_pairs, _ = datasets.labelled_texts(config.dataset, config.test_split, config.data_dir)
+    test = [
+        (t.decode("utf-8"), int(label))
+        for t, label in test_pairs.take(config.test_examples or -1).as_numpy_iterator()
+    ]
+    predictions = predict_labels(model, tokenizer, [t for t, _ in test], config)
+    correct = int(sum(p == label for p, (_, label) in zip(predictions, test, strict=True)))
+    results = {
+        "accuracy": correct / len(test),
+        "test_examples": len(test),
+        "training_seconds": round(training_seconds, 1),
+    }
+    common.write_json(output_dir / "evaluation.json", results)
+    model_path = output_dir / "model.keras"
+    model.save(model_path)
+
+    print(
+        f"\naccuracy on the test split: {results['accuracy']:.2%} ({correct}/{len(test)}), "
+        f"trained in {training_seconds:.0f} s"
+    )
+    for (text, label), prediction in list(zip(test, predictions, strict=True))[:6]:
+        mark = "ok " if prediction == label else "ERR"
+        print(
+            f"  {mark} {text[:60]!r:>50} -> {label_names[prediction]} "
+            f"(expected {label_names[label]})"
+        )
+
+    # One picture: the last layer's self-attention over the first test text.
+    ids = tokenizer.tokenize(tf.constant([test[0][0]]))[:, : config.max_length].to_tensor()
+    weights = visualize.attention_maps(model, ids.numpy())["self_attention"][-1]
+    tokens = [tokenizer.vocabulary[i] for i in ids.numpy()[0]]
+    picture = output_dir / "attention.png"
+    visualize.plot_attention(
+        weights[0],
+        tokens,
+        tokens,
+        path=picture,
+        title=f"{test[0][0][:40]} -> {label_names[predictions[0]]}",
+    )
+    print(
+        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
+        f"attention map: {picture}"
+    )
+    return results
+
+
+def main(argv=None):
+    run(common.parse_config(ClassifyConfig, PRESETS, argv, description=__doc__))
+
+
+if __name__ == "__main__":
+    main()
