@@ -61,3 +61,17 @@ def labelled_texts(name, split, data_dir=None):
     names = tfds.builder(name, data_dir=data_dir).info.features[label].names
     pairs = _load(name, split, data_dir).map(lambda example: (example[text], example[label]))
     return pairs, names
+
+
+def plain_texts(name, split, data_dir=None):
+    """Strings of any data set above, for a language model: the source side
+    of a translation data set, the text of a classification one."""
+    if name in TRANSLATION:
+        feature = TRANSLATION[name][0]
+    elif name in CLASSIFICATION:
+        feature = CLASSIFICATION[name][0]
+    else:
+        raise ValueError(
+            f"Unknown data set {name!r}; one of {sorted(TRANSLATION) + sorted(CLASSIFICATION)}"
+        )
+    return _load(name, split, data_dir).map(lambda example: example[feature])

@@ -43,6 +43,25 @@ def translation_batches(
     )
 
 
+def language_model_batches(
+    texts, tokenizer, batch_size, max_length, shuffle_buffer=0, seed=0, drop_remainder=False
+):
+    """Texts -> `(token_ids [B, T], labels [B, T])`: `<s> x1 .. xn` in, the
+    same shifted by one, `x1 .. xn </s>`, as labels."""
+
+    def encode(text):
+        ids = tokenizer.tokenize(text)[: max_length - 1]
+        return tf.concat([[START_ID], ids], axis=0), tf.concat([ids, [END_ID]], axis=0)
+
+    dataset = texts
+    if shuffle_buffer:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return _batch_by_length(
+        dataset, lambda ids, labels: tf.shape(ids)[0], batch_size, max_length, drop_remainder
+    )
+
+
 def classification_batches(
     pairs, tokenizer, batch_size, max_length, shuffle_buffer=0, seed=0, drop_remainder=False
 ):

@@ -1,0 +1,192 @@
+"""Train, evaluate and save a decoder-only Transformer language model.
+
+    python -m keras_attention.recipes.language_model        # written dates, 28 languages
+    python -m keras_attention.recipes.language_model --help
+
+The default corpus is the source side of the offline dates task. A run
+writes under `--output-dir` the resolved config, checkpoints, TensorBoard
+logs, `evaluation.json` (per-token perplexity on the test split), the model,
+its vocabulary, a few completions of test prompts and an attention map.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attention import decoding, visualize
+from keras_attention.data import datasets
+from keras_attention.data.pipeline import language_model_batches
+from keras_attention.data.tokenizers import START_ID, TOKENIZERS
+from keras_attention.models import build_transformer_lm
+from keras_attention.recipes import common
+
+
+@dataclasses.dataclass
+class LanguageModelConfig:
+    dataset: str = "multilingual_dates"  # TFDS name; its source or text side is the corpus
+    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
+    tokenizer: str = "character"  # character, or subword (SentencePiece)
+    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
+    model_preset: str = "tiny"  # the builder's preset: tiny or small
+    model_overrides: str = ""  # builder arguments, "num_layers=4,positions=learned"
+    train_examples: int | None = None  # use only the first N training texts (quick runs)
+    test_examples: int | None = None  # evaluate on only the first N test texts
+    max_length: int = 48  # tokens kept per text; longer ones are truncated
+    batch_size: int = 64  # global batch size, split over the replicas
+    epochs: int = 3  # passes over the training split
+    shuffle: bool = True  # reshuffle the training texts every epoch
+    learning_rate: float = 2e-3  # peak learning rate (constant schedule)
+    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
+    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
+    adam_beta_1: float = 0.9  # Adam beta_1
+    adam_beta_2: float = 0.98  # Adam beta_2
+    adam_epsilon: float = 1e-9  # Adam epsilon
+    prompt_tokens: int = 4  # tokens of each test text given as a prompt
+    top_k: int = 5  # completions sample among the k most likely tokens
+    strategy: str = "default"  # default, mirrored, multi_worker or tpu
+    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
+    jit_compile: bool = False  # compile the train step with XLA
+    checkpoint_every: int = 500  # steps between checkpoints (resume points)
+    seed: int = 0  # seed of weights, shuffling, dropout and sampling
+    output_dir: str = "runs/language_model"  # where everything of this run is written
+
+    def __post_init__(self):
+        common.check_choice(
+            "dataset", self.dataset, sorted(datasets.TRANSLATION) + sorted(datasets.CLASSIFICATION)
+        )
+        common.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
+        common.check_choice("schedule", self.schedule, ("constant", "warmup"))
+        common.check_choice("strategy", self.strategy, common.STRATEGIES)
+        common.check_choice("precision", self.precision, common.PRECISIONS)
+        positive = (
+            "vocabulary_size",
+            "train_examples",
+            "test_examples",
+            "max_length",
+            "batch_size",
+            "epochs",
+            "learning_rate",
+            "warmup_steps",
+            "prompt_tokens",
+            "top_k",
+            "checkpoint_every",
+        )
+        for name in positive:
+            common.check_positive(name, getattr(self, name))
+        common.literal_overrides(self.model_overrides)
+
+
+PRESETS = {
+    # The default: written dates in 28 languages, by character (offline).
+    "dates": {},
+    # IMDB reviews by subword (download needed).
+    "imdb": dict(
+        dataset="imdb_reviews",
+        tokenizer="subword",
+        vocabulary_size=8000,
+        max_length=256,
+        batch_size=32,
+        output_dir="runs/language_model_imdb",
+    ),
+}
+
+
+def run(config):
+    strategy, output_dir = common.start_run(config)
+
+    def texts(split, count=None):
+        corpus = datasets.plain_texts(config.dataset, split, config.data_dir)
+        return corpus.take(count or -1)
+
+    train_texts = texts("train", config.train_examples)
+    train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
+    tokenizer = common.train_tokenizer(config, train_strings)
+    tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
+    batches = dict(batch_size=config.batch_size, max_length=config.max_length)
+    train = language_model_batches(
+        train_texts,
+        tokenizer,
+        shuffle_buffer=len(train_strings) if config.shuffle else 0,
+        seed=config.seed,
+        drop_remainder=True,
+        **batches,
+    )
+    validation = language_model_batches(texts("validation"), tokenizer, **batches)
+    if config.strategy == "multi_worker":
+        train, validation = common.shard_by_data(train), common.shard_by_data(validation)
+
+    with strategy.scope():
+        model = build_transformer_lm(
+            tokenizer.vocabulary_size,
+            preset=config.model_preset,
+            **common.literal_overrides(config.model_overrides),
+        )
+        model.compile(
+            optimizer=common.make_optimizer(config, model.model_dim),
+            loss=common.MaskedSparseCrossentropy(),
+            metrics=[common.MaskedAccuracy()],
+            jit_compile=config.jit_compile,
+        )
+    print(
+        f"language model ({config.model_preset}): {model.count_params():,} parameters, "
+        f"{len(train_strings):,} training texts, strategy {config.strategy} "
+        f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
+    )
+    training_seconds = common.fit(model, train, validation, config, output_dir)
+
+    # Evaluation: the mean loss per real token of the test split, as perplexity.
+    test_texts = texts("test", config.test_examples)
+    test_loss = model.evaluate(
+        language_model_batches(test_texts, tokenizer, **batches), verbose=0, return_dict=True
+    )["loss"]
+    results = {
+        "perplexity": math.exp(test_loss),
+        "test_loss": test_loss,
+        "training_seconds": round(training_seconds, 1),
+    }
+    common.write_json(output_dir / "evaluation.json", results)
+    model_path = output_dir / "model.keras"
+    model.save(model_path)
+    print(
+        f"\nper-token perplexity on the test split: {results['perplexity']:.3f}, "
+        f"trained in {training_seconds:.0f} s"
+    )
+
+    # Completions: the first tokens of test texts as prompts, sampled top-k.
+    strings = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
+    prompts = tokenizer.tokenize(tf.constant(strings))[:, : config.prompt_tokens]
+    prompts = tf.concat([tf.fill([len(strings), 1], START_ID), prompts.to_tensor()], axis=1)
+    completions = decoding.sample(
+        model, prompts.numpy(), config.max_length, top_k=config.top_k, seed=config.seed
+    )
+    prompt_texts = tokenizer.detokenize(prompts).numpy()
+    completed = tokenizer.detokenize(np.asarray(completions)).numpy()
+    for prompt, text in zip(prompt_texts, completed, strict=True):
+        print(f"  {prompt.decode()!r:>12} -> {text.decode()!r}")
+
+    # One picture: the last layer's causal self-attention over a test text.
+    ids = np.concatenate(
+        [
+            [START_ID],
+            tokenizer.tokenize(tf.constant([strings[0]])).numpy()[0][: config.max_length - 1],
+        ]
+    )[None]
+    weights = visualize.attention_maps(model, ids)["self_attention"][-1]
+    tokens = [tokenizer.vocabulary[i] for i in ids[0]]
+    picture = output_dir / "attention.png"
+    visualize.plot_attention(weights[0], tokens, tokens, path=picture, title=strings[0])
+    print(
+        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
+        f"attention map: {picture}"
+    )
+    return results
+
+
+def main(argv=None):
+    run(common.parse_config(LanguageModelConfig, PRESETS, argv, description=__doc__))
+
+
+if __name__ == "__main__":
+    main()
