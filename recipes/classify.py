@@ -118,7 +118,11 @@ def run(config):
     tokenizer = common.train_tokenizer(config, train_texts)
     tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
     common.write_json(output_dir / "labels.json", list(label_names))
-    batches = dict(batch_size=config.batch_size, max_length=config.max_length)
+    batches = dict(
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        pad_to_max_length=config.jit_compile,
+    )
     train = classification_batches(
         train_pairs,
         tokenizer,

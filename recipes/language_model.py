@@ -104,7 +104,11 @@ def run(config):
     train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
     tokenizer = common.train_tokenizer(config, train_strings)
     tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
-    batches = dict(batch_size=config.batch_size, max_length=config.max_length)
+    batches = dict(
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        pad_to_max_length=config.jit_compile,
+    )
     train = language_model_batches(
         train_texts,
         tokenizer,

@@ -189,7 +189,11 @@ def run(config):
     source_tokenizer, target_tokenizer = train_tokenizers(config, train_texts)
     source_tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
     target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
-    batches = dict(batch_size=config.batch_size, max_length=config.max_length)
+    batches = dict(
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        pad_to_max_length=config.jit_compile,
+    )
     train = translation_batches(
         train_pairs,
         source_tokenizer,

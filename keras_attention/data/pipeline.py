@@ -1,27 +1,23 @@
-"""tf.data pipelines: tokenise, add start/end ids, batch by length, pad."""
+"""tf.data pipelines: tokenise, add start/end ids, batch by length, pad.
+
+Every function takes the same batching arguments: `batch_size`,
+`max_length` (longer sequences are truncated), `shuffle_buffer` (0: no
+shuffling) with its `seed`, `drop_remainder`, and `pad_to_max_length` (one
+shape for every batch, so XLA compiles the step once; otherwise batches
+group sequences of similar length and pad only to the longest).
+"""
 
 import tensorflow as tf
 
 from keras_attention.data.tokenizers import END_ID, START_ID
 
 
-def translation_batches(
-    pairs,
-    source_tokenizer,
-    target_tokenizer,
-    batch_size,
-    max_length,
-    shuffle_buffer=0,
-    seed=0,
-    drop_remainder=False,
-):
-    """`(source text, target text)` pairs -> batches for an encoder-decoder.
-
-    Each batch is `({"source_ids": [B, S], "target_ids": [B, T]}, labels [B, T])`
-    where `target_ids` is `<s> y1 .. yn` and the labels `y1 .. yn </s>`
-    (teacher forcing). Sequences longer than `max_length` are truncated;
-    batches group sequences of similar length and pad with 0.
-    """
+def translation_batches(pairs, source_tokenizer, target_tokenizer, **batching):
+    """`(source text, target text)` pairs -> batches for an encoder-decoder:
+    `({"source_ids": [B, S], "target_ids": [B, T]}, labels [B, T])`, where
+    `target_ids` is `<s> y1 .. yn` and the labels `y1 .. yn </s>` (teacher
+    forcing)."""
+    max_length = batching["max_length"]
 
     def encode(source, target):
         source_ids = source_tokenizer.tokenize(source)[:max_length]
@@ -30,61 +26,61 @@ def translation_batches(
         labels = tf.concat([target_ids, [END_ID]], axis=0)
         return {"source_ids": source_ids, "target_ids": decoder_input}, labels
 
-    dataset = pairs
-    if shuffle_buffer:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return _batch_by_length(
-        dataset,
-        length=lambda inputs, labels: tf.shape(inputs["source_ids"])[0],
-        batch_size=batch_size,
-        max_length=max_length,
-        drop_remainder=drop_remainder,
+    return _batches(
+        pairs, encode, lambda inputs, labels: tf.shape(inputs["source_ids"])[0], **batching
     )
 
 
-def language_model_batches(
-    texts, tokenizer, batch_size, max_length, shuffle_buffer=0, seed=0, drop_remainder=False
-):
+def language_model_batches(texts, tokenizer, **batching):
     """Texts -> `(token_ids [B, T], labels [B, T])`: `<s> x1 .. xn` in, the
     same shifted by one, `x1 .. xn </s>`, as labels."""
+    max_length = batching["max_length"]
 
     def encode(text):
         ids = tokenizer.tokenize(text)[: max_length - 1]
         return tf.concat([[START_ID], ids], axis=0), tf.concat([ids, [END_ID]], axis=0)
 
-    dataset = texts
-    if shuffle_buffer:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return _batch_by_length(
-        dataset, lambda ids, labels: tf.shape(ids)[0], batch_size, max_length, drop_remainder
-    )
+    return _batches(texts, encode, lambda ids, labels: tf.shape(ids)[0], **batching)
 
 
-def classification_batches(
-    pairs, tokenizer, batch_size, max_length, shuffle_buffer=0, seed=0, drop_remainder=False
-):
+def classification_batches(pairs, tokenizer, **batching):
     """`(text, label)` pairs -> `(token_ids [B, T], labels [B])` batches."""
+    max_length = batching["max_length"]
 
     def encode(text, label):
         return tokenizer.tokenize(text)[:max_length], label
 
-    dataset = pairs
+    return _batches(pairs, encode, lambda ids, label: tf.shape(ids)[0], **batching)
+
+
+def _batches(
+    dataset,
+    encode,
+    length,
+    batch_size,
+    max_length,
+    shuffle_buffer=0,
+    seed=0,
+    drop_remainder=False,
+    pad_to_max_length=False,
+):
+    """Shuffles, encodes, batches and pads (see the module docstring)."""
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return _batch_by_length(
-        dataset, lambda ids, label: tf.shape(ids)[0], batch_size, max_length, drop_remainder
-    )
-
-
-def _batch_by_length(dataset, length, batch_size, max_length, drop_remainder):
-    """Batches of similar lengths (less padding), padded with 0, prefetched."""
-    boundaries = [b for b in (8, 16, 32, 64, 128, 256) if b < max_length]
-    return dataset.bucket_by_sequence_length(
-        element_length_func=length,
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-        drop_remainder=drop_remainder,
-    ).prefetch(tf.data.AUTOTUNE)
+    if pad_to_max_length:
+        shapes = tf.nest.map_structure(
+            lambda spec: [max_length] * spec.shape.rank, dataset.element_spec
+        )
+        batched = dataset.padded_batch(
+            batch_size, padded_shapes=shapes, drop_remainder=drop_remainder
+        )
+    else:
+        boundaries = [b for b in (8, 16, 32, 64, 128, 256) if b < max_length]
+        batched = dataset.bucket_by_sequence_length(
+            element_length_func=length,
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            drop_remainder=drop_remainder,
+        )
+    return batched.prefetch(tf.data.AUTOTUNE)

@@ -35,7 +35,10 @@ def tiny_flags(data_dir, output_dir, *extra):
 
 @pytest.mark.parametrize(
     "extra",
-    [[], ["--preset", "dates_bahdanau", "--precision", "mixed_bfloat16", "--beam-size", "2"]],
+    [
+        ["--jit-compile"],
+        ["--preset", "dates_bahdanau", "--precision", "mixed_bfloat16", "--beam-size", "2"],
+    ],
 )
 def test_a_tiny_run_writes_everything(extra, dates_data_dir, tmp_path, capsys):
     output_dir = tmp_path / "run"
@@ -144,3 +147,38 @@ def test_wmt14_presets_are_the_papers():
     assert (base.schedule, base.warmup_steps, base.label_smoothing) == ("warmup", 4000, 0.1)
     assert (base.model_preset, big.model_preset) == ("base", "big")
     assert base.reverse and base.shared_vocabulary and base.vocabulary_size == 37000
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(dates_data_dir, tmp_path):
+    """SIGKILL after the first epoch's checkpoint; the same command resumes
+    there (BackupAndRestore resumes at the start of the saved epoch)."""
+    import os
+    import signal
+    import time
+
+    output_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "keras_attention.recipes.translate",
+        *tiny_flags(dates_data_dir, output_dir, "--epochs", "3"),
+    ]
+    metadata = output_dir / "checkpoints" / "training_metadata.json"
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and first.poll() is None:
+        if metadata.is_file() and json.loads(metadata.read_text() or "{}").get("epoch", 0) >= 1:
+            os.kill(first.pid, signal.SIGKILL)
+            break
+        time.sleep(0.2)
+    first.wait()
+    assert first.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    assert not (output_dir / "evaluation.json").exists()
+
+    second = subprocess.run(command, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-3000:]
+    epochs_run = [line for line in second.stdout.splitlines() if line.startswith("Epoch ")]
+    assert epochs_run and epochs_run[0] != "Epoch 1/3", epochs_run
+    assert epochs_run[-1] == "Epoch 3/3"
+    assert (output_dir / "evaluation.json").is_file()
+    assert not metadata.exists()  # a finished run removes its backup
