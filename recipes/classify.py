@@ -19,61 +19,23 @@ import tensorflow as tf
 from keras_attention import visualize
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import classification_batches
-from keras_attention.data.tokenizers import TOKENIZERS
 from keras_attention.models import build_transformer_classifier
 from keras_attention.recipes import common
 
 
 @dataclasses.dataclass
-class ClassifyConfig:
+class ClassifyConfig(common.TrainingConfig):
     dataset: str = "multilingual_dates/language_id"  # TFDS name of (text, label) pairs
-    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
     train_split: str = "train"  # TFDS split to train on
     validation_split: str = "validation"  # TFDS split to watch during training
     test_split: str = "test"  # TFDS split to evaluate on
-    tokenizer: str = "character"  # character, or subword (SentencePiece)
-    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
-    model_preset: str = "tiny"  # the builder's preset: tiny or base
-    model_overrides: str = ""  # builder arguments, "pooling=first,num_layers=3"
-    train_examples: int | None = None  # use only the first N training texts (quick runs)
-    test_examples: int | None = None  # evaluate on only the first N test texts
     max_length: int = 64  # tokens kept per text; longer ones are truncated
-    batch_size: int = 64  # global batch size, split over the replicas
-    epochs: int = 3  # passes over the training split
-    shuffle: bool = True  # reshuffle the training texts every epoch
     learning_rate: float = 1e-3  # peak learning rate (constant schedule)
-    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
-    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
-    adam_beta_1: float = 0.9  # Adam beta_1
-    adam_beta_2: float = 0.98  # Adam beta_2
-    adam_epsilon: float = 1e-9  # Adam epsilon
-    strategy: str = "default"  # default, mirrored, multi_worker or tpu
-    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
-    jit_compile: bool = False  # compile the train step with XLA
-    checkpoint_every: int = 500  # steps between checkpoints (resume points)
-    seed: int = 0  # seed of weights, shuffling and dropout
     output_dir: str = "runs/classify"  # where everything of this run is written
 
     def __post_init__(self):
+        super().__post_init__()
         common.check_choice("dataset", self.dataset, datasets.CLASSIFICATION)
-        common.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
-        common.check_choice("schedule", self.schedule, ("constant", "warmup"))
-        common.check_choice("strategy", self.strategy, common.STRATEGIES)
-        common.check_choice("precision", self.precision, common.PRECISIONS)
-        positive = (
-            "vocabulary_size",
-            "train_examples",
-            "test_examples",
-            "max_length",
-            "batch_size",
-            "epochs",
-            "learning_rate",
-            "warmup_steps",
-            "checkpoint_every",
-        )
-        for name in positive:
-            common.check_positive(name, getattr(self, name))
-        common.literal_overrides(self.model_overrides)
 
 
 PRESETS = {
@@ -140,7 +102,7 @@ def run(config):
             tokenizer.vocabulary_size,
             len(label_names),
             preset=config.model_preset,
-            **common.literal_overrides(config.model_overrides),
+            **config.builder_overrides(),
         )
         model.compile(
             optimizer=common.make_optimizer(config, model.model_dim),

@@ -14,7 +14,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
+from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
 
 # The loss, metric and schedule the recipes compile with live in the package
 # (so a saved model loads after `import keras_attention`); re-exported here.
@@ -31,10 +31,71 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # --- Config: a dataclass, a flag per field, the field's comment as its help ---
 
 
+@dataclasses.dataclass
+class TrainingConfig:
+    """The fields every recipe has; each recipe's config adds its own."""
+
+    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
+    tokenizer: str = "character"  # character, or subword (SentencePiece)
+    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
+    model_preset: str = "tiny"  # the builder's preset, e.g. tiny, base, big
+    model_overrides: str = ""  # builder arguments, "dropout=0.1,num_layers=3"
+    train_examples: int | None = None  # use only the first N training examples (quick runs)
+    test_examples: int | None = None  # evaluate on only the first N test examples
+    max_length: int = 48  # tokens kept per sequence; longer ones are truncated
+    batch_size: int = 64  # global batch size, split over the replicas
+    epochs: int = 3  # passes over the training split
+    shuffle: bool = True  # reshuffle the training examples every epoch
+    learning_rate: float = 2e-3  # peak learning rate (constant schedule)
+    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
+    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
+    adam_beta_1: float = 0.9  # Adam beta_1
+    adam_beta_2: float = 0.98  # Adam beta_2 (the paper's 0.98)
+    adam_epsilon: float = 1e-9  # Adam epsilon (the paper's 1e-9)
+    strategy: str = "default"  # default, mirrored, multi_worker or tpu
+    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
+    jit_compile: bool = False  # compile the train step with XLA
+    checkpoint_every: int = 500  # steps between checkpoints (resume points)
+    seed: int = 0  # seed of weights, shuffling, dropout and sampling
+    output_dir: str = "runs/train"  # where everything of this run is written
+
+    # Fields that must be positive when given; recipes add theirs.
+    positive_fields = (
+        "vocabulary_size",
+        "train_examples",
+        "test_examples",
+        "max_length",
+        "batch_size",
+        "epochs",
+        "learning_rate",
+        "warmup_steps",
+        "checkpoint_every",
+    )
+
+    def __post_init__(self):
+        check_choice("tokenizer", self.tokenizer, TOKENIZERS)
+        check_choice("schedule", self.schedule, ("constant", "warmup"))
+        check_choice("strategy", self.strategy, STRATEGIES)
+        check_choice("precision", self.precision, PRECISIONS)
+        for name in self.positive_fields:
+            check_positive(name, getattr(self, name))
+        self.builder_overrides()  # fails early on a malformed --model-overrides
+
+    def builder_overrides(self):
+        return literal_overrides(self.model_overrides)
+
+
 def field_comments(config_class):
-    """`{field: comment}` from the `name: type = default  # comment` lines."""
-    source = inspect.getsource(config_class)
-    return dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE))
+    """`{field: comment}` from the `name: type = default  # comment` lines of
+    the class and the config classes it extends (its own comments win)."""
+    comments = {}
+    for klass in reversed(config_class.__mro__):
+        if dataclasses.is_dataclass(klass):
+            source = inspect.getsource(klass)
+            comments.update(
+                re.findall(r"^\s+(\w+):[^#\n=]*=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
+            )
+    return comments
 
 
 def parse_config(config_class, presets, argv=None, description=None):
@@ -44,7 +105,9 @@ def parse_config(config_class, presets, argv=None, description=None):
     Bad values exit with a message naming the flag (argparse), not a traceback.
     """
     comments = field_comments(config_class)
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--preset",
         choices=sorted(presets),

@@ -18,64 +18,25 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import language_model_batches
-from keras_attention.data.tokenizers import START_ID, TOKENIZERS
+from keras_attention.data.tokenizers import START_ID
 from keras_attention.models import build_transformer_lm
 from keras_attention.recipes import common
 
 
 @dataclasses.dataclass
-class LanguageModelConfig:
+class LanguageModelConfig(common.TrainingConfig):
     dataset: str = "multilingual_dates"  # TFDS name; its source or text side is the corpus
-    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
-    tokenizer: str = "character"  # character, or subword (SentencePiece)
-    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
-    model_preset: str = "tiny"  # the builder's preset: tiny or small
-    model_overrides: str = ""  # builder arguments, "num_layers=4,positions=learned"
-    train_examples: int | None = None  # use only the first N training texts (quick runs)
-    test_examples: int | None = None  # evaluate on only the first N test texts
-    max_length: int = 48  # tokens kept per text; longer ones are truncated
-    batch_size: int = 64  # global batch size, split over the replicas
-    epochs: int = 3  # passes over the training split
-    shuffle: bool = True  # reshuffle the training texts every epoch
-    learning_rate: float = 2e-3  # peak learning rate (constant schedule)
-    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
-    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
-    adam_beta_1: float = 0.9  # Adam beta_1
-    adam_beta_2: float = 0.98  # Adam beta_2
-    adam_epsilon: float = 1e-9  # Adam epsilon
     prompt_tokens: int = 4  # tokens of each test text given as a prompt
     top_k: int = 5  # completions sample among the k most likely tokens
-    strategy: str = "default"  # default, mirrored, multi_worker or tpu
-    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
-    jit_compile: bool = False  # compile the train step with XLA
-    checkpoint_every: int = 500  # steps between checkpoints (resume points)
-    seed: int = 0  # seed of weights, shuffling, dropout and sampling
     output_dir: str = "runs/language_model"  # where everything of this run is written
 
+    positive_fields = (*common.TrainingConfig.positive_fields, "prompt_tokens", "top_k")
+
     def __post_init__(self):
+        super().__post_init__()
         common.check_choice(
             "dataset", self.dataset, sorted(datasets.TRANSLATION) + sorted(datasets.CLASSIFICATION)
         )
-        common.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
-        common.check_choice("schedule", self.schedule, ("constant", "warmup"))
-        common.check_choice("strategy", self.strategy, common.STRATEGIES)
-        common.check_choice("precision", self.precision, common.PRECISIONS)
-        positive = (
-            "vocabulary_size",
-            "train_examples",
-            "test_examples",
-            "max_length",
-            "batch_size",
-            "epochs",
-            "learning_rate",
-            "warmup_steps",
-            "prompt_tokens",
-            "top_k",
-            "checkpoint_every",
-        )
-        for name in positive:
-            common.check_positive(name, getattr(self, name))
-        common.literal_overrides(self.model_overrides)
 
 
 PRESETS = {
@@ -125,7 +86,7 @@ def run(config):
         model = build_transformer_lm(
             tokenizer.vocabulary_size,
             preset=config.model_preset,
-            **common.literal_overrides(config.model_overrides),
+            **config.builder_overrides(),
         )
         model.compile(
             optimizer=common.make_optimizer(config, model.model_dim),

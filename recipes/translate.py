@@ -20,7 +20,6 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import translation_batches
-from keras_attention.data.tokenizers import TOKENIZERS
 from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.recipes import common
 
@@ -28,66 +27,25 @@ MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_a
 
 
 @dataclasses.dataclass
-class TranslateConfig:
+class TranslateConfig(common.TrainingConfig):
     dataset: str = "multilingual_dates"  # TFDS name of (source, target) pairs
-    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
     reverse: bool = False  # swap source and target (WMT14 de-en read as en -> de)
-    tokenizer: str = "character"  # character, or subword (SentencePiece)
-    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
     shared_vocabulary: bool = False  # one subword vocabulary for both languages
     model: str = "transformer"  # transformer or seq2seq_attention
-    model_preset: str = "tiny"  # the builder's preset, e.g. tiny, base, big
-    model_overrides: str = ""  # builder arguments, "dropout=0.1,num_layers=3"
-    train_examples: int | None = None  # use only the first N training pairs (quick runs)
-    test_examples: int | None = None  # evaluate on only the first N test pairs
-    max_length: int = 48  # tokens kept per sequence; longer ones are truncated
-    batch_size: int = 64  # global batch size, split over the replicas
-    epochs: int = 8  # passes over the training split
-    shuffle: bool = True  # reshuffle the training pairs every epoch
-    learning_rate: float = 2e-3  # peak learning rate (constant schedule)
-    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
-    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
-    adam_beta_1: float = 0.9  # Adam beta_1
-    adam_beta_2: float = 0.98  # Adam beta_2 (the paper's 0.98)
-    adam_epsilon: float = 1e-9  # Adam epsilon (the paper's 1e-9)
     label_smoothing: float = 0.0  # label smoothing of the loss (paper: 0.1)
-    strategy: str = "default"  # default, mirrored, multi_worker or tpu
-    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
-    jit_compile: bool = False  # compile the train step with XLA
-    checkpoint_every: int = 500  # steps between checkpoints (resume points)
     beam_size: int = 1  # 1: greedy decoding for evaluation, >1: beam search
     eval_batch_size: int = 256  # batch size for decoding the test split
-    seed: int = 0  # seed of weights, shuffling and dropout
+    epochs: int = 8  # passes over the training split
     output_dir: str = "runs/translate"  # where everything of this run is written
 
+    positive_fields = (*common.TrainingConfig.positive_fields, "beam_size", "eval_batch_size")
+
     def __post_init__(self):
+        super().__post_init__()
         common.check_choice("dataset", self.dataset, datasets.TRANSLATION)
-        common.check_choice("tokenizer", self.tokenizer, TOKENIZERS)
         common.check_choice("model", self.model, MODELS)
-        common.check_choice("schedule", self.schedule, ("constant", "warmup"))
-        common.check_choice("strategy", self.strategy, common.STRATEGIES)
-        common.check_choice("precision", self.precision, common.PRECISIONS)
-        positive = (
-            "vocabulary_size",
-            "train_examples",
-            "test_examples",
-            "max_length",
-            "batch_size",
-            "epochs",
-            "learning_rate",
-            "warmup_steps",
-            "checkpoint_every",
-            "beam_size",
-            "eval_batch_size",
-        )
-        for name in positive:
-            common.check_positive(name, getattr(self, name))
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"--label-smoothing must be in [0, 1); got {self.label_smoothing}")
-        self.builder_overrides()  # fails early on a malformed --model-overrides
-
-    def builder_overrides(self):
-        return common.literal_overrides(self.model_overrides)
 
 
 WMT14 = dict(
