@@ -16,7 +16,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention import visualize
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import classification_batches
 from keras_attention.models import build_transformer_classifier
@@ -148,20 +147,14 @@ def run(config):
 
     # One picture: the last layer's self-attention over the first test text.
     ids = tokenizer.tokenize(tf.constant([test[0][0]]))[:, : config.max_length].to_tensor()
-    weights = visualize.attention_maps(model, ids.numpy())["self_attention"][-1]
-    tokens = [tokenizer.vocabulary[i] for i in ids.numpy()[0]]
-    picture = output_dir / "attention.png"
-    visualize.plot_attention(
-        weights[0],
-        tokens,
-        tokens,
-        path=picture,
+    picture = common.draw_self_attention(
+        model,
+        ids.numpy(),
+        tokenizer.vocabulary,
+        output_dir,
         title=f"{test[0][0][:40]} -> {label_names[predictions[0]]}",
     )
-    print(
-        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
-        f"attention map: {picture}"
-    )
+    common.print_outputs(output_dir, model_path, picture)
     return results
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_attention import visualize
 from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
 
 # The loss, metric and schedule the recipes compile with live in the package
@@ -281,6 +282,23 @@ def fit(model, train, validation, config, output_dir):
         ],
     )
     return time.time() - started
+
+
+def draw_self_attention(model, ids, vocabulary, output_dir, title):
+    """Saves the last layer's self-attention over one sequence `ids [1, T]`
+    as `attention.png`, tokens on both axes, and returns its path."""
+    weights = visualize.attention_maps(model, ids)["self_attention"][-1]
+    tokens = [vocabulary[i] for i in ids[0]]
+    picture = output_dir / "attention.png"
+    visualize.plot_attention(weights[0], tokens, tokens, path=picture, title=title)
+    return picture
+
+
+def print_outputs(output_dir, model_path, picture):
+    print(
+        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
+        f"attention map: {picture}"
+    )
 
 
 def set_precision(precision):

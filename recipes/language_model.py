@@ -15,7 +15,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from keras_attention import decoding, visualize
+from keras_attention import decoding
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import language_model_batches
 from keras_attention.data.tokenizers import START_ID
@@ -132,20 +132,12 @@ def run(config):
         print(f"  {prompt.decode()!r:>12} -> {text.decode()!r}")
 
     # One picture: the last layer's causal self-attention over a test text.
-    ids = np.concatenate(
-        [
-            [START_ID],
-            tokenizer.tokenize(tf.constant([strings[0]])).numpy()[0][: config.max_length - 1],
-        ]
-    )[None]
-    weights = visualize.attention_maps(model, ids)["self_attention"][-1]
-    tokens = [tokenizer.vocabulary[i] for i in ids[0]]
-    picture = output_dir / "attention.png"
-    visualize.plot_attention(weights[0], tokens, tokens, path=picture, title=strings[0])
-    print(
-        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
-        f"attention map: {picture}"
+    text_ids = tokenizer.tokenize(tf.constant([strings[0]])).numpy()[0]
+    ids = np.concatenate([[START_ID], text_ids[: config.max_length - 1]])[None]
+    picture = common.draw_self_attention(
+        model, ids, tokenizer.vocabulary, output_dir, title=strings[0]
     )
+    common.print_outputs(output_dir, model_path, picture)
     return results
 
 

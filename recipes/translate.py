@@ -231,10 +231,7 @@ def run(config):
         path=picture,
         title=f"{source} -> {predictions[0]}",
     )
-    print(
-        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
-        f"attention map: {picture}"
-    )
+    common.print_outputs(output_dir, model_path, picture)
     return results
 
 
