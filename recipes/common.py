@@ -274,8 +274,12 @@ def fit(model, train, validation, config, output_dir):
         epochs=config.epochs,
         verbose=2,
         callbacks=[
+            # Two generations of checkpoints: a process killed while writing
+            # one leaves it corrupt, and the run resumes from the one before.
             keras.callbacks.BackupAndRestore(
-                str(output_dir / "checkpoints"), save_freq=config.checkpoint_every
+                str(output_dir / "checkpoints"),
+                save_freq=config.checkpoint_every,
+                double_checkpoint=True,
             ),
             keras.callbacks.TensorBoard(str(output_dir / "logs")),
             keras.callbacks.TerminateOnNaN(),
