@@ -33,7 +33,8 @@ def greedy_search(model, inputs, max_length, start_id=START_ID, end_id=END_ID, u
         model: a zoo model (`Transformer`, `Seq2SeqAttention`, `TransformerLM`).
         inputs: source ids `[B, S]`, or for a `TransformerLM` prompt ids
             `[B, P]` (right-padded with 0).
-        max_length: int, the most tokens generated per sequence.
+        max_length: int, the most tokens generated per sequence (in a TF
+            graph also a scalar int32 tensor).
         start_id, end_id: int, the start and end token ids.
         use_cache: bool, run only the newest position each step (KV cache,
             RNN state) instead of the whole prefix. Same tokens, less work.
@@ -133,16 +134,16 @@ def beam_search(
     Args:
         model, inputs, max_length, start_id, end_id, use_cache: as in
             `greedy_search`.
-        beam_size: int, the number of beams. 1 gives greedy search.
+        beam_size: int, the number of beams. 1 gives greedy search. In a TF
+            graph also a scalar int32 tensor.
         length_penalty: float alpha; 0 ranks by raw log-probability.
 
     Returns:
         `(ids, scores)`: the best sequence of each batch item, shaped as in
         `greedy_search`, and its length-normalised log-probability `[B]`.
     """
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"`beam_size` must be a positive integer. Received: {beam_size!r}")
-    _check_max_length(max_length)
+    _check_positive_int("beam_size", beam_size)
+    _check_positive_int("max_length", max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     K = beam_size
@@ -156,7 +157,8 @@ def beam_search(
     tokens = ops.pad(beams(prompt), [[0, 0], [0, max_length]])  # [B*K, L]
     prompt_length = ops.reshape(beams(_lengths(prompt)), (batch_size, K))  # [B, K]
     # Only the first beam is live at the start, so the K beams differ.
-    log_probs = ops.tile(ops.convert_to_tensor([[0.0] + [NEG_INF] * (K - 1)]), (batch_size, 1))
+    first_beam = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)  # [K]
+    log_probs = ops.zeros((batch_size, K)) + first_beam[None, :]
     finished = ops.zeros((batch_size, K), "bool")
     lengths = ops.zeros((batch_size, K), "int32")  # generated tokens per beam
 
@@ -223,7 +225,7 @@ def beam_search(
 
 def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
     """The one-best loop: `choose(logits [B, V]) -> ids [B]` picks each token."""
-    _check_max_length(max_length)
+    _check_positive_int("max_length", max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     total_length = prompt_width + max_length
@@ -275,8 +277,10 @@ def _no_padding(logits):
     return ops.where(is_padding, NEG_INF, logits)
 
 
-def _check_max_length(max_length):
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        raise ValueError(
-            f"`max_length` must be a positive integer. Received: max_length={max_length!r}"
-        )
+def _check_positive_int(name, value):
+    """A Python int must be >= 1. A scalar integer tensor passes unchecked: a
+    TF graph (such as an exported signature) may pass one, and clamps it."""
+    if ops.is_tensor(value) and "int" in str(value.dtype) and len(value.shape) == 0:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")

@@ -31,6 +31,7 @@ class ClassifyConfig(common.TrainingConfig):
     max_length: int = 64  # tokens kept per text; longer ones are truncated
     learning_rate: float = 1e-3  # peak learning rate (constant schedule)
     output_dir: str = "runs/classify"  # where everything of this run is written
+    export_name: str = "classify"  # the model's name in TF Serving
 
     def __post_init__(self):
         super().__post_init__()
@@ -145,6 +146,8 @@ def run(config):
             f"(expected {label_names[label]})"
         )
 
+    export_path = common.export(config, output_dir, model, tokenizer, label_names=label_names)
+
     # One picture: the last layer's self-attention over the first test text.
     ids = tokenizer.tokenize(tf.constant([test[0][0]]))[:, : config.max_length].to_tensor()
     picture = common.draw_self_attention(
@@ -154,7 +157,7 @@ def run(config):
         output_dir,
         title=f"{test[0][0][:40]} -> {label_names[predictions[0]]}",
     )
-    common.print_outputs(output_dir, model_path, picture)
+    common.print_outputs(output_dir, model_path, export_path, picture)
     return results
 
 

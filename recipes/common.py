@@ -4,10 +4,7 @@ loss and learning-rate schedule of the paper, callbacks, safe file writes."""
 import argparse
 import dataclasses
 import inspect
-import json
-import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +13,8 @@ import tensorflow as tf
 
 from keras_attention import visualize
 from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
+from keras_attention.export import export_model
+from keras_attention.files import write_atomically, write_json  # noqa: F401
 
 # The loss, metric and schedule the recipes compile with live in the package
 # (so a saved model loads after `import keras_attention`); re-exported here.
@@ -59,6 +58,10 @@ class TrainingConfig:
     checkpoint_every: int = 500  # steps between checkpoints (resume points)
     seed: int = 0  # seed of weights, shuffling, dropout and sampling
     output_dir: str = "runs/train"  # where everything of this run is written
+    export_dir: str | None = None  # TF Serving base folder; None: <output-dir>/serving
+    export_name: str = "model"  # the model's name in TF Serving: <export-dir>/<name>/<version>
+    export_version: int | None = None  # None: one more than the highest version there
+    overwrite_export: bool = False  # replace --export-version if it already exists
 
     # Fields that must be positive when given; recipes add theirs.
     positive_fields = (
@@ -71,6 +74,7 @@ class TrainingConfig:
         "learning_rate",
         "warmup_steps",
         "checkpoint_every",
+        "export_version",
     )
 
     def __post_init__(self):
@@ -288,6 +292,23 @@ def fit(model, train, validation, config, output_dir):
     return time.time() - started
 
 
+def export(config, output_dir, model, tokenizer, target_tokenizer=None, **kwargs):
+    """Exports the trained model for TF Serving (see `keras_attention.export`)
+    and returns the version folder."""
+    return export_model(
+        model,
+        config.export_dir or output_dir / "serving",
+        config.export_name,
+        tokenizer,
+        target_tokenizer,
+        max_length=config.max_length,
+        version=config.export_version,
+        overwrite=config.overwrite_export,
+        config=dataclasses.asdict(config),
+        **kwargs,
+    )
+
+
 def draw_self_attention(model, ids, vocabulary, output_dir, title):
     """Saves the last layer's self-attention over one sequence `ids [1, T]`
     as `attention.png`, tokens on both axes, and returns its path."""
@@ -298,35 +319,13 @@ def draw_self_attention(model, ids, vocabulary, output_dir, title):
     return picture
 
 
-def print_outputs(output_dir, model_path, picture):
+def print_outputs(output_dir, model_path, export_path, picture):
     print(
         f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
-        f"attention map: {picture}"
+        f"TF Serving export: {export_path}\nattention map: {picture}"
     )
 
 
 def set_precision(precision):
     check_choice("precision", precision, PRECISIONS)
     keras.config.set_dtype_policy(precision)
-
-
-# --- Files: written whole or not at all ---
-
-
-def write_atomically(path, text):
-    """Writes to a temporary file beside `path`, then renames it into place,
-    so a reader never sees a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path, value):
-    write_atomically(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")

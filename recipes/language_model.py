@@ -29,6 +29,7 @@ class LanguageModelConfig(common.TrainingConfig):
     prompt_tokens: int = 4  # tokens of each test text given as a prompt
     top_k: int = 5  # completions sample among the k most likely tokens
     output_dir: str = "runs/language_model"  # where everything of this run is written
+    export_name: str = "language_model"  # the model's name in TF Serving
 
     positive_fields = (*common.TrainingConfig.positive_fields, "prompt_tokens", "top_k")
 
@@ -131,13 +132,15 @@ def run(config):
     for prompt, text in zip(prompt_texts, completed, strict=True):
         print(f"  {prompt.decode()!r:>12} -> {text.decode()!r}")
 
+    export_path = common.export(config, output_dir, model, tokenizer)
+
     # One picture: the last layer's causal self-attention over a test text.
     text_ids = tokenizer.tokenize(tf.constant([strings[0]])).numpy()[0]
     ids = np.concatenate([[START_ID], text_ids[: config.max_length - 1]])[None]
     picture = common.draw_self_attention(
         model, ids, tokenizer.vocabulary, output_dir, title=strings[0]
     )
-    common.print_outputs(output_dir, model_path, picture)
+    common.print_outputs(output_dir, model_path, export_path, picture)
     return results
 
 

@@ -13,7 +13,6 @@ attention map.
 
 import dataclasses
 
-import numpy as np
 import sacrebleu
 import tensorflow as tf
 
@@ -37,6 +36,7 @@ class TranslateConfig(common.TrainingConfig):
     eval_batch_size: int = 256  # batch size for decoding the test split
     epochs: int = 8  # passes over the training split
     output_dir: str = "runs/translate"  # where everything of this run is written
+    export_name: str = "translate"  # the model's name in TF Serving
 
     positive_fields = (*common.TrainingConfig.positive_fields, "beam_size", "eval_batch_size")
 
@@ -136,6 +136,16 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config):
     return outputs
 
 
+def draw_translation_attention(outputs, path, title):
+    """Draws the first example of a `translate_with_attention` answer: output
+    tokens as rows, source tokens as columns, one panel per head."""
+    source = [t.decode("utf-8") for t in outputs["source_tokens"][0].numpy() if t]
+    target = [t.decode("utf-8") for t in outputs["target_tokens"][0].numpy() if t]
+    weights = outputs["attention"][0].numpy()[:, : len(target), : len(source)]
+    visualize.plot_attention(weights, target, source, path=path, title=title)
+    return path
+
+
 def run(config):
     strategy, output_dir = common.start_run(config)
 
@@ -209,29 +219,36 @@ def run(config):
         f"{results['exact_match']:.2%} "
         f"({correct}/{len(test)}), trained in {training_seconds:.0f} s"
     )
-    for (source, target), prediction in list(zip(test, predictions, strict=True))[:8]:
-        mark = "ok " if prediction == target else "ERR"
-        print(f"  {mark} {source!r:>42} -> {prediction}  (expected {target})")
 
-    # One picture: which source characters each output character attends to.
-    source, _ = test[0]
-    source_ids = source_tokenizer.tokenize(tf.constant([source])).to_tensor().numpy()
-    output = np.asarray(decoding.greedy_search(model, source_ids, config.max_length))[0]
-    output = output[: int(np.argmax(output == 2)) + 1] if 2 in output else output
-    target_ids = np.concatenate([[1], output[:-1]])[None]
-    kind = "decoder_cross_attention" if config.model == "transformer" else "cross_attention"
-    weights = visualize.attention_maps(model, {"source_ids": source_ids, "target_ids": target_ids})[
-        kind
-    ][-1]
-    picture = output_dir / "attention.png"
-    visualize.plot_attention(
-        weights[0],
-        [target_tokenizer.vocabulary[i] for i in target_ids[0]],
-        [source_tokenizer.vocabulary[i] for i in source_ids[0]],
-        path=picture,
-        title=f"{source} -> {predictions[0]}",
+    # The servable model: text in, text out, decoding and all in the graph.
+    export_path = common.export(
+        config,
+        output_dir,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        beam_size=config.beam_size,
     )
-    common.print_outputs(output_dir, model_path, picture)
+    # Translate a few test sources with the export, as TF Serving would, and
+    # draw which source characters each output character attended to.
+    examples = test[:8]
+    served = tf.saved_model.load(str(export_path)).signatures["translate_with_attention"]
+    outputs = served(
+        text=tf.constant([s for s, _ in examples]),
+        beam_size=tf.constant(config.beam_size),
+        max_length=tf.constant(config.max_length),
+    )
+    translations = [t.decode("utf-8") for t in outputs["translation"].numpy()]
+    print(f"\nTranslated by the export in {export_path}:")
+    for (source, target), translation in zip(examples, translations, strict=True):
+        mark = "ok " if translation == target else "ERR"
+        print(f"  {mark} {source!r:>42} -> {translation}  (expected {target})")
+    if translations != predictions[: len(examples)]:
+        print("WARNING: the export translates these differently from the trained model")
+    picture = draw_translation_attention(
+        outputs, output_dir / "attention.png", title=f"{examples[0][0]} -> {translations[0]}"
+    )
+    common.print_outputs(output_dir, model_path, export_path, picture)
     return results
 
 

@@ -2,6 +2,7 @@ import json
 
 import keras
 import numpy as np
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import keras_attention  # noqa: F401  (registers the models for loading)
@@ -36,6 +37,10 @@ def test_a_tiny_language_id_run_writes_everything(tmp_path, capsys):
     model = keras.saving.load_model(output_dir / "model.keras")
     assert model(np.array([[5, 6, 7]])).shape == (1, 28)
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
+    served = tf.saved_model.load(str(output_dir / "serving" / "classify" / "1"))
+    answer = served.signatures["serving_default"](text=tf.constant(["29 novembre 2026"]))
+    assert answer["label"].numpy()[0].decode() in labels
+    assert answer["probabilities"].shape == (1, 28)
 
 
 def test_imdb_preset_on_mock_data(tmp_path):

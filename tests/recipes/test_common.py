@@ -87,18 +87,3 @@ def test_bad_flags_exit_with_a_message(argv, message, capsys):
         config.builder_overrides()
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
-
-
-def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    path = tmp_path / "out" / "result.json"
-    common.write_json(path, {"exact_match": 1.0})
-    assert path.read_text() == '{\n  "exact_match": 1.0\n}\n'
-
-    def interrupted(source, destination):
-        raise KeyboardInterrupt  # killed between writing and renaming
-
-    monkeypatch.setattr(common.os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        common.write_json(path, {"exact_match": 0.5})
-    assert path.read_text() == '{\n  "exact_match": 1.0\n}\n'  # the old file is intact
-    assert [p.name for p in path.parent.iterdir()] == ["result.json"]  # no temporary left

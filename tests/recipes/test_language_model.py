@@ -3,6 +3,7 @@ import math
 
 import keras
 import numpy as np
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import keras_attention  # noqa: F401  (registers the models for loading)
@@ -38,6 +39,10 @@ def test_a_tiny_run_writes_everything(tmp_path, capsys):
     assert model(np.array([[1, 5, 6]])).shape[:2] == (1, 3)
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
     assert printed.count(" -> ") >= 6  # the completions
+    served = tf.saved_model.load(str(output_dir / "serving" / "language_model" / "1"))
+    inputs = dict(beam_size=tf.constant(1), max_length=tf.constant(5))
+    answer = served.signatures["serving_default"](prompt=tf.constant(["29 nov", ""]), **inputs)
+    assert answer["completion"].shape == (2,)
 
 
 def test_imdb_preset_on_mock_data(tmp_path):

@@ -6,6 +6,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.recipes import translate
@@ -59,6 +60,18 @@ def test_a_tiny_run_writes_everything(extra, dates_data_dir, tmp_path, capsys):
     assert (output_dir / "source_vocabulary.txt").read_text().startswith("<pad>\n<s>\n")
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
     assert any((output_dir / "logs").rglob("events.out.tfevents.*"))
+
+    # The run ends with a servable export that translates as the model did.
+    assert f"Translated by the export in {output_dir / 'serving' / 'translate' / '1'}" in printed
+    assert "translates these differently" not in printed
+    served = tf.saved_model.load(str(output_dir / "serving" / "translate" / "1"))
+    metadata = json.loads(
+        (output_dir / "serving/translate/1/assets.extra/keras_attention.json").read_text()
+    )
+    assert metadata["config"] == config and metadata["beam_size"] == config["beam_size"]
+    inputs = dict(beam_size=tf.constant(1), max_length=tf.constant(config["max_length"]))
+    answer = served.signatures["serving_default"](text=tf.constant(["", "29.11.2026"]), **inputs)
+    assert answer["translation"].shape == (2,)
 
 
 def test_mirrored_strategy_on_two_cpu_devices(dates_data_dir, tmp_path):

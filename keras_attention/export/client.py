@@ -1,0 +1,166 @@
+"""A small client for TF Serving's predict APIs, REST and gRPC.
+
+    python -m keras_attention.export.client --model translate "29 novembre 2026"
+    python -m keras_attention.export.client --model translate --grpc localhost:8500 \\
+        --signature translate_with_attention --beam-size 4 "29 novembre 2026"
+
+Both functions take the signature's inputs as a dict (a list of strings for
+`text` / `prompt`, ints for `beam_size` / `max_length`; inputs left out take
+the signature's defaults) and return its outputs as numpy arrays, so
+`predict_rest(...)` and `predict_grpc(...)` answer alike.
+"""
+
+import argparse
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+REST_PORT, GRPC_PORT = 8501, 8500
+
+
+def predict_rest(
+    inputs,
+    model,
+    host=f"localhost:{REST_PORT}",
+    signature_name="serving_default",
+    version=None,
+    timeout=60.0,
+):
+    """Calls `POST /v1/models/MODEL[/versions/V]:predict` with the columnar
+    ("inputs") request format.
+
+    Returns:
+        dict output name -> numpy array (strings as `bytes`).
+
+    Raises:
+        RuntimeError: the server answered with an error (its message included).
+    """
+    path = f"/v1/models/{model}" + (f"/versions/{int(version)}" if version is not None else "")
+    body = {"signature_name": signature_name, "inputs": {k: _to_json(v) for k, v in inputs.items()}}
+    request = urllib.request.Request(
+        f"http://{host}{path}:predict",
+        data=json.dumps(body).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    outputs = _http(request, host, timeout)["outputs"]
+    if not isinstance(outputs, dict):
+        # A signature with one output is answered without its name: ask the
+        # model's metadata for it.
+        metadata = _http(urllib.request.Request(f"http://{host}{path}/metadata"), host, timeout)
+        signature = metadata["metadata"]["signature_def"]["signature_def"][signature_name]
+        (name,) = signature["outputs"]
+        outputs = {name: outputs}
+    return {name: _from_json(value) for name, value in outputs.items()}
+
+
+def _http(request, host, timeout):
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as error:
+        message = error.read().decode("utf-8", "replace")
+        raise RuntimeError(f"TF Serving at {host} answered {error.code}: {message}") from None
+
+
+def predict_grpc(
+    inputs,
+    model,
+    target=f"localhost:{GRPC_PORT}",
+    signature_name="serving_default",
+    version=None,
+    timeout=60.0,
+):
+    """Calls `PredictionService.Predict` over an insecure gRPC channel.
+
+    Returns:
+        dict output name -> numpy array (strings as `bytes`).
+    """
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.model_spec.signature_name = signature_name
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(_to_numpy(value)))
+    with grpc.insecure_channel(target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            response = stub.Predict(request, timeout=timeout)
+        except grpc.RpcError as error:
+            raise RuntimeError(
+                f"TF Serving at {target} answered {error.code().name}: {error.details()}"
+            ) from None
+    return {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+
+
+def _to_numpy(value):
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (str, bytes)) for v in value):
+            return np.array([v.encode("utf-8") if isinstance(v, str) else v for v in value], object)
+        return np.array(value)
+    return np.array(value, dtype=np.int32) if isinstance(value, int) else np.asarray(value)
+
+
+def _to_json(value):
+    """Strings that are not UTF-8 go as {"b64": ...}, as TF Serving's REST API asks."""
+    import base64
+
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode("ascii")}
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _from_json(value):
+    array = np.array(value)
+    if array.dtype.kind == "U":
+        array = np.vectorize(lambda s: s.encode("utf-8"), otypes=[object])(array)
+    return array
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attention.export.client",
+        description="Send texts to a model in TF Serving and print the answers.",
+    )
+    parser.add_argument("texts", nargs="+", help="the texts (sources, or prompts)")
+    parser.add_argument("--model", required=True, help="the model's name in TF Serving")
+    parser.add_argument("--rest", default=f"localhost:{REST_PORT}", help="REST host:port")
+    parser.add_argument("--grpc", help="gRPC host:port (used instead of REST when given)")
+    parser.add_argument("--signature", default="serving_default", help="signature name")
+    parser.add_argument("--input", default="text", help="the text input's name (prompt for LMs)")
+    parser.add_argument("--beam-size", type=int, help="beam size (default: the export's)")
+    parser.add_argument("--max-length", type=int, help="most tokens generated")
+    parser.add_argument("--version", type=int, help="model version (default: the latest)")
+    args = parser.parse_args(argv)
+
+    inputs = {args.input: args.texts}
+    for name in ("beam_size", "max_length"):
+        if getattr(args, name) is not None:
+            inputs[name] = getattr(args, name)
+    try:
+        if args.grpc:
+            outputs = predict_grpc(inputs, args.model, args.grpc, args.signature, args.version)
+        else:
+            outputs = predict_rest(inputs, args.model, args.rest, args.signature, args.version)
+    except (RuntimeError, OSError) as error:
+        raise SystemExit(f"error: {error}") from None
+    for name, value in outputs.items():
+        if value.dtype == object:
+            value = np.vectorize(lambda b: b.decode("utf-8", "replace"))(value)
+        print(f"{name}: {value.tolist()}")
+
+
+if __name__ == "__main__":
+    main()

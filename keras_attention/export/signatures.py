@@ -1,0 +1,234 @@
+"""The serving functions of an export: text in, text out, all in one graph.
+
+Each server is a `tf.Module` that holds a trained model and its tokenisers
+and offers its signatures as `tf.function`s with plain tensor inputs and
+outputs. Everything between the strings runs inside the graph (UTF-8 repair,
+tokenisation, truncation, the model, the decoding loop with its KV cache,
+detokenisation), so TF Serving runs the SavedModel with only TensorFlow's
+and TF Text's ops: none of this package's Python is needed there.
+
+No input a client can send is an error inside the graph: bytes that are not
+UTF-8 are repaired (U+FFFD), texts longer than `max_length` tokens are
+truncated, an empty text or an empty batch gets a well-formed answer, and
+`beam_size` / `max_length` inputs are clamped to [1, the export's limit].
+"""
+
+import tensorflow as tf
+
+from keras_attention import decoding
+from keras_attention.data.tokenizers import PAD_ID, START_ID
+from keras_attention.models import (
+    Seq2SeqAttention,
+    Transformer,
+    TransformerClassifier,
+    TransformerLM,
+)
+
+MAX_BEAM_SIZE = 16  # the most beams a request may ask for
+TEXTS = tf.TensorSpec([None], tf.string)
+SCALAR_INT = tf.TensorSpec([], tf.int32)
+
+
+def token_ids(tokenizer, texts, max_length):
+    """Strings `[B]` -> ids `[B, S]`, 1 <= S <= max_length, padded with 0.
+
+    Bytes that are not UTF-8 become U+FFFD first, so no tokeniser sees them;
+    an all-empty batch still gets one (padding) column, so the model always
+    has a position to attend to.
+    """
+    texts = tf.strings.unicode_transcode(
+        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+    ids = tokenizer.tokenize(texts)[:, :max_length]
+    width = tf.maximum(ids.bounding_shape(axis=1), 1)
+    return ids.to_tensor(default_value=PAD_ID, shape=[ids.nrows(), width])
+
+
+def token_strings(vocabulary, ids):
+    """Ids -> their tokens, "" for padding: labels for attention pictures."""
+    return tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
+
+
+def clamp(value, upper):
+    return tf.clip_by_value(tf.cast(value, tf.int32), 1, upper)
+
+
+class Server(tf.Module):
+    """What every server keeps: its signatures, the TensorFlow variables they
+    read, and the tokenisers (whose lookup tables are resources to save).
+
+    The variables are the `tf.Variable`s the traced signatures capture, kept
+    as a list, not reached through the Keras model: only then does a model
+    server's loader (TF1-style, by variable name) find them. Keras'
+    `ExportArchive` does the same. The model itself is used only through
+    closures, while the signatures are traced.
+    """
+
+    def __init__(self, tokenizers, signatures, name):
+        super().__init__(name=name)
+        self.tokenizers = list(tokenizers)
+        self._signature_names = list(signatures)
+        variables = {}
+        for signature_name, function in signatures.items():
+            setattr(self, signature_name, function)
+            for variable in function.get_concrete_function().variables:
+                variables[id(variable)] = variable
+        self.model_variables = list(variables.values())
+
+    def signatures(self):
+        """Signature name -> `tf.function`, for `tf.saved_model.save`."""
+        return {name: getattr(self, name) for name in self._signature_names}
+
+    def warmup_inputs(self, texts):
+        """Signature name -> inputs of one warm-up request."""
+        return {name: {self.text_input: texts} for name in self._signature_names}
+
+
+class TranslationServer(Server):
+    """Signatures of an encoder-decoder (`Transformer`, `Seq2SeqAttention`).
+
+    - `serving_default`: `text` `[B]` (and optional `beam_size`,
+      `max_length`) -> `translation` `[B]`.
+    - `translate_with_attention`: the same, plus `source_tokens` `[B, S]`,
+      `target_tokens` `[B, T]` ("" for padding) and `attention`
+      `[B, H, T, S]`, the last decoder layer's cross-attention weights per
+      head (H = 1 for the RNN): row t is what output token t attended to.
+    """
+
+    text_input = "text"
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size=1):
+        source_vocabulary = tf.constant(source_tokenizer.vocabulary)
+        target_vocabulary = tf.constant(target_tokenizer.vocabulary)
+
+        def translate(text, beam_size, max_length):
+            source_ids = token_ids(source_tokenizer, text, max_length_limit)
+            output_ids, _ = decoding.beam_search(
+                model,
+                source_ids,
+                clamp(max_length, max_length_limit),
+                beam_size=clamp(beam_size, MAX_BEAM_SIZE),
+            )
+            return source_ids, output_ids
+
+        max_length_limit = max_length
+        # Tensor defaults become the SignatureDef's defaults: a request may
+        # leave out beam_size and max_length.
+        default_beam_size, default_max_length = tf.constant(beam_size), tf.constant(max_length)
+
+        @tf.function(input_signature=[TEXTS, SCALAR_INT, SCALAR_INT])
+        def serving_default(text, beam_size=default_beam_size, max_length=default_max_length):
+            _, output_ids = translate(text, beam_size, max_length)
+            return {"translation": target_tokenizer.detokenize(output_ids)}
+
+        @tf.function(input_signature=[TEXTS, SCALAR_INT, SCALAR_INT])
+        def translate_with_attention(
+            text, beam_size=default_beam_size, max_length=default_max_length
+        ):
+            source_ids, output_ids = translate(text, beam_size, max_length)
+            # Teacher-force the decoded output to read its attention weights:
+            # the decoder input is <s> y1 .. y(n-1), so row t produced y_t.
+            start = tf.fill([tf.shape(output_ids)[0], 1], START_ID)
+            target_ids = tf.concat([start, output_ids[:, :-1]], axis=1)
+            scores = model.attention_scores({"source_ids": source_ids, "target_ids": target_ids})
+            # The Transformer's last decoder layer, or the RNN's one attention.
+            layers = scores.get("decoder_cross_attention") or scores["cross_attention"]
+            attention = tf.cast(layers[-1], tf.float32)  # [B, H, T, S]
+            real = tf.cast(output_ids != PAD_ID, tf.float32)[:, None, :, None]
+            return {
+                "translation": target_tokenizer.detokenize(output_ids),
+                "source_tokens": token_strings(source_vocabulary, source_ids),
+                "target_tokens": token_strings(target_vocabulary, output_ids),
+                "attention": attention * real,  # rows after the end are 0
+            }
+
+        super().__init__(
+            [source_tokenizer, target_tokenizer],
+            {
+                "serving_default": serving_default,
+                "translate_with_attention": translate_with_attention,
+            },
+            name="translation_server",
+        )
+
+
+class ClassificationServer(Server):
+    """`serving_default` of a `TransformerClassifier`: `text` `[B]` ->
+    `label` `[B]` (the class name), `label_id` `[B]` and `probabilities`
+    `[B, C]`."""
+
+    text_input = "text"
+    server_name = "classification_server"
+
+    def __init__(self, model, tokenizer, max_length, label_names):
+        names = tf.constant([str(name) for name in label_names])
+
+        @tf.function(input_signature=[TEXTS])
+        def serving_default(text):
+            ids = token_ids(tokenizer, text, max_length)
+            probabilities = tf.nn.softmax(tf.cast(model.logits(ids), tf.float32), axis=-1)
+            label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+            return {
+                "label": tf.gather(names, label_id),
+                "label_id": label_id,
+                "probabilities": probabilities,
+            }
+
+        super().__init__([tokenizer], {"serving_default": serving_default}, name=self.server_name)
+
+
+class LanguageModelServer(Server):
+    """`serving_default` of a `TransformerLM`: `prompt` `[B]` (and optional
+    `beam_size`, `max_length`) -> `completion` `[B]`, the text generated
+    after each prompt (beam search; beam size 1 is greedy)."""
+
+    text_input = "prompt"
+    server_name = "language_model_server"
+
+    def __init__(self, model, tokenizer, max_length, beam_size=1):
+        max_length_limit = max_length
+        # Learned positions end somewhere: <s>, the prompt and what is
+        # generated must fit in the model's `max_length` positions.
+        positions = model.max_length
+        prompt_limit = max_length if positions is None else min(max_length, positions - 2)
+        default_beam_size, default_max_length = tf.constant(beam_size), tf.constant(max_length)
+
+        @tf.function(input_signature=[TEXTS, SCALAR_INT, SCALAR_INT])
+        def serving_default(prompt, beam_size=default_beam_size, max_length=default_max_length):
+            prompt_ids = token_ids(tokenizer, prompt, prompt_limit)
+            start = tf.fill([tf.shape(prompt_ids)[0], 1], START_ID)
+            prompt_ids = tf.concat([start, prompt_ids], axis=1)  # <s> x1 .. xn, right-padded
+            new_tokens = clamp(max_length, max_length_limit)
+            if positions is not None:
+                new_tokens = tf.minimum(new_tokens, positions - tf.shape(prompt_ids)[1])
+            ids, _ = decoding.beam_search(
+                model, prompt_ids, new_tokens, beam_size=clamp(beam_size, MAX_BEAM_SIZE)
+            )
+            # Each row is its prompt then its completion: keep what follows the prompt.
+            prompt_length = tf.reduce_sum(tf.cast(prompt_ids != PAD_ID, tf.int32), axis=1)
+            generated = tf.range(tf.shape(ids)[1])[None, :] >= prompt_length[:, None]
+            completion = tf.ragged.boolean_mask(ids, generated).to_tensor()
+            return {"completion": tokenizer.detokenize(completion)}
+
+        super().__init__([tokenizer], {"serving_default": serving_default}, name=self.server_name)
+
+
+def make_server(model, tokenizer, target_tokenizer, max_length, beam_size, label_names):
+    """The server for `model`'s kind; checks the arguments that kind needs."""
+    if isinstance(model, (Transformer, Seq2SeqAttention)):
+        if target_tokenizer is None:
+            raise ValueError("A translation model needs `target_tokenizer`. Received: None")
+        return TranslationServer(model, tokenizer, target_tokenizer, max_length, beam_size)
+    if isinstance(model, TransformerClassifier):
+        if label_names is None or len(label_names) != model.num_classes:
+            raise ValueError(
+                f"A classifier with {model.num_classes} classes needs as many "
+                f"`label_names`. Received: label_names={label_names!r}"
+            )
+        return ClassificationServer(model, tokenizer, max_length, label_names)
+    if isinstance(model, TransformerLM):
+        return LanguageModelServer(model, tokenizer, max_length, beam_size)
+    raise ValueError(
+        "`model` must be a keras_attention Transformer, Seq2SeqAttention, "
+        f"TransformerClassifier or TransformerLM. Received: {type(model).__name__}"
+    )

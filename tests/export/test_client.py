@@ -1,0 +1,83 @@
+"""The client against a stand-in for TF Serving's REST and gRPC predict APIs
+(see tf_serving_stand_in.py), serving the exports in a separate process."""
+
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from export_helpers import BEAM_SIZE, STAND_IN, TEXTS, decode_in_process
+
+from keras_attention.export import client
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(exports):
+    rest, grpc = free_port(), free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(STAND_IN),
+            "serve",
+            str(exports.base),
+            "reverse",
+            str(rest),
+            str(grpc),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout.readline().strip() == "serving"
+        yield f"127.0.0.1:{rest}", f"127.0.0.1:{grpc}"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_rest_and_grpc_answer_like_the_model(exports, server):
+    rest, grpc = server
+    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
+    by_rest = client.predict_rest({"text": TEXTS}, "reverse", rest)
+    by_grpc = client.predict_grpc({"text": TEXTS}, "reverse", grpc)
+    assert list(by_rest["translation"]) == expected
+    assert list(by_grpc["translation"]) == expected
+
+
+def test_inputs_signatures_and_versions(exports, server):
+    rest, grpc = server
+    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS, 3, 4)
+    inputs = {"text": TEXTS, "beam_size": 3, "max_length": 4}
+    for predict, target in ((client.predict_rest, rest), (client.predict_grpc, grpc)):
+        outputs = predict(inputs, "reverse", target, "translate_with_attention", version=1)
+        assert list(outputs["translation"]) == expected
+        assert outputs["attention"].shape[:2] == (len(TEXTS), exports.translator.num_heads)
+        assert np.issubdtype(outputs["attention"].dtype, np.floating)  # JSON: float64
+
+
+def test_errors_name_the_server_and_the_problem(server):
+    rest, grpc = server
+    with pytest.raises(RuntimeError, match=f"{rest} answered 404.*Servable not found"):
+        client.predict_rest({"text": ["1"]}, "missing", rest)
+    with pytest.raises(RuntimeError, match=f"{grpc} answered NOT_FOUND"):
+        client.predict_grpc({"text": ["1"]}, "reverse", grpc, version=7)
+    with pytest.raises(RuntimeError, match="answered 400"):
+        client.predict_rest({"text": ["1"], "beams": 3}, "reverse", rest)
+
+
+def test_command_line(exports, server, capsys):
+    rest, grpc = server
+    expected = [t.decode() for t in decode_in_process(exports.translator, exports.tokenizer, TEXTS)]
+    client.main(["--model", "reverse", "--rest", rest, *TEXTS])
+    assert capsys.readouterr().out == f"translation: {expected}\n"
+    client.main(["--model", "reverse", "--grpc", grpc, "--beam-size", str(BEAM_SIZE), *TEXTS])
+    assert capsys.readouterr().out == f"translation: {expected}\n"
+    with pytest.raises(SystemExit, match="error: TF Serving at .* answered 404"):
+        client.main(["--model", "nothing", "--rest", rest, "1"])

@@ -1,0 +1,230 @@
+"""Exports load and run the way TF Serving runs them, with none of our code."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from export_helpers import BEAM_SIZE, MAX_LENGTH, ODD_TEXTS, TEXTS, decode_in_process
+
+from keras_attention import decoding, export
+from keras_attention.data.tokenizers import START_ID
+
+
+def answers(served, path):
+    return served[1][str(path)]["answers"]
+
+
+def test_the_fresh_process_never_imports_this_package(served):
+    modules = served[1]["modules"]
+    assert "tensorflow_text" in modules
+    assert not [m for m in modules if m.startswith("keras_attention")]
+
+
+def test_every_op_is_a_tensorflow_or_tf_text_op(exports, served):
+    for path in (exports.translator_v1, exports.rnn_path, exports.classifier_path):
+        result = served[1][str(path)]
+        assert result["ops"], path  # the graph was read
+        assert result["unregistered_ops"] == [], path
+    # The tokenisers' lookups and the decoding loop are in the graph.
+    ops = set(served[1][str(exports.translator_v1)]["ops"])
+    assert {"UnicodeTranscode", "LookupTableFindV2", "While"} <= ops
+
+
+def test_signatures_inputs_outputs_and_defaults(exports, served):
+    signatures = served[1][str(exports.translator_v1)]["signatures"]
+    assert set(signatures) == {"serving_default", "translate_with_attention"}
+    default = signatures["serving_default"]
+    assert default["inputs"] == ["beam_size", "max_length", "text"]
+    assert default["outputs"] == ["translation"]
+    assert default["defaults"] == {"beam_size": BEAM_SIZE, "max_length": MAX_LENGTH}
+    assert signatures["translate_with_attention"]["outputs"] == [
+        "attention",
+        "source_tokens",
+        "target_tokens",
+        "translation",
+    ]
+    classifier = served[1][str(exports.classifier_path)]["signatures"]["serving_default"]
+    assert classifier["inputs"] == ["text"]
+    assert classifier["outputs"] == ["label", "label_id", "probabilities"]
+    lm = served[1][str(exports.language_model_path)]["signatures"]["serving_default"]
+    assert lm["inputs"] == ["beam_size", "max_length", "prompt"]
+    assert lm["outputs"] == ["completion"]
+
+
+def test_translations_equal_in_process_decoding(exports, served):
+    model, tokenizer = exports.translator, exports.tokenizer
+    with_defaults, beam_3_length_4 = answers(served, exports.translator_v1)[:2]
+    expected = decode_in_process(model, tokenizer, TEXTS)
+    assert list(with_defaults["translation"]) == expected
+    # The trained model reverses most inputs: the export is not a trivial one.
+    assert sum(t == s[::-1].encode() for t, s in zip(expected, TEXTS, strict=True)) >= 2
+    expected = decode_in_process(model, tokenizer, TEXTS, beam_size=3, max_length=4)
+    assert list(beam_3_length_4["translation"]) == expected
+
+
+def test_rnn_translations_equal_in_process_decoding(exports, served):
+    result = answers(served, exports.rnn_path)[0]
+    expected = decode_in_process(exports.rnn, exports.tokenizer, TEXTS, beam_size=1)
+    assert list(result["translation"]) == expected
+    attention = answers(served, exports.rnn_path)[2]["attention"]
+    assert attention.shape[:2] == (len(TEXTS), 1)  # one "head"
+
+
+def test_translate_with_attention(exports, served):
+    result = answers(served, exports.translator_v1)[2]
+    assert list(result["translation"]) == list(
+        answers(served, exports.translator_v1)[0]["translation"]
+    )
+    batch, heads, target_length, source_length = result["attention"].shape
+    assert (batch, heads) == (len(TEXTS), exports.translator.num_heads)
+    assert result["source_tokens"].shape == (batch, source_length)
+    assert result["target_tokens"].shape == (batch, target_length)
+    for i, text in enumerate(TEXTS):
+        source = [t.decode() for t in result["source_tokens"][i] if t]
+        assert source == list(text)
+        target = [t.decode() for t in result["target_tokens"][i] if t]
+        assert "".join(target).removesuffix("</s>") == result["translation"][i].decode()
+        # Each output token's weights over the real source tokens sum to 1.
+        rows = result["attention"][i, :, : len(target), : len(source)]
+        np.testing.assert_allclose(rows.sum(-1), 1.0, rtol=1e-5)
+        assert not result["attention"][i, :, len(target) :].any()  # after the end: zeros
+
+    # The same weights as the Keras model gives, teacher-forced on the output.
+    ids = exports.tokenizer.tokenize(tf.constant(TEXTS)).to_tensor()
+    output = np.array(
+        [
+            [exports.tokenizer.vocabulary.index(t.decode()) if t else 0 for t in row]
+            for row in result["target_tokens"]
+        ]
+    )
+    target_ids = np.concatenate([np.full((batch, 1), START_ID), output[:, :-1]], axis=1)
+    scores = exports.translator.attention_scores({"source_ids": ids, "target_ids": target_ids})
+    expected = np.asarray(scores["decoder_cross_attention"][-1]) * (output != 0)[:, None, :, None]
+    np.testing.assert_allclose(result["attention"], expected, atol=1e-5)
+
+
+def test_bad_input_gets_well_formed_answers(exports, served):
+    odd, empty, attention_empty, clamped = answers(served, exports.translator_v1)[3:7]
+    assert odd["translation"].shape == (len(ODD_TEXTS),)
+    # Too long: truncated to max_length tokens. Not UTF-8: repaired to U+FFFD.
+    expected = decode_in_process(
+        exports.translator,
+        exports.tokenizer,
+        ["", "9" * MAX_LENGTH, "\ufffd\ufffd12", ODD_TEXTS[3]],
+    )
+    assert list(odd["translation"]) == expected
+    assert empty["translation"].shape == (0,)
+    assert attention_empty["attention"].shape[0] == 0
+    # Out-of-range beam size and length are clamped to [1, the export's limit].
+    expected = decode_in_process(
+        exports.translator, exports.tokenizer, TEXTS, beam_size=export.MAX_BEAM_SIZE, max_length=1
+    )
+    assert list(clamped["translation"]) == expected
+    for path in (exports.classifier_path, exports.language_model_path):
+        texts, odd, empty = answers(served, path)
+        assert all(value.shape[0] == len(ODD_TEXTS) for value in odd.values())
+        assert all(value.shape[0] == 0 for value in empty.values())
+
+
+def test_classifier_answers_equal_the_model(exports, served):
+    result = answers(served, exports.classifier_path)[0]
+    ids = exports.tokenizer.tokenize(tf.constant(TEXTS)).to_tensor()
+    probabilities = tf.nn.softmax(exports.classifier(ids)).numpy()
+    np.testing.assert_allclose(result["probabilities"], probabilities, atol=1e-5)
+    labels = [exports.label_names[i].encode() for i in probabilities.argmax(-1)]
+    assert list(result["label"]) == labels
+    np.testing.assert_array_equal(result["label_id"], probabilities.argmax(-1))
+
+
+def test_language_model_completion_equals_in_process(exports, served):
+    result = answers(served, exports.language_model_path)[0]
+    tokenizer = exports.tokenizer
+    for text, completion in zip(TEXTS, result["completion"], strict=True):
+        prompt = np.array([[START_ID, *tokenizer.tokenize(tf.constant([text]))[0].numpy()]])
+        # The model has 2 * MAX_LENGTH positions: the completion fills the rest.
+        max_length = min(MAX_LENGTH, 2 * MAX_LENGTH - prompt.shape[1])
+        ids, _ = decoding.beam_search(exports.language_model, prompt, max_length, beam_size=1)
+        generated = np.asarray(ids)[:, prompt.shape[1] :]
+        assert completion == tokenizer.detokenize(generated).numpy()[0]
+
+
+def test_warmup_requests_parse_and_run(exports, served):
+    warmup = export.read_warmup_requests(exports.translator_v1 / export.WARMUP_FILE)
+    assert [r.model_spec.signature_name for r in warmup] == [
+        "serving_default",
+        "translate_with_attention",
+    ]
+    assert all(r.model_spec.name == "reverse" for r in warmup)
+    replies = answers(served, exports.translator_v1)[7:]
+    assert len(replies) == len(warmup)
+    for request, reply in zip(warmup, replies, strict=True):
+        assert reply["translation"].shape == (len(request.inputs["text"].string_val),)
+
+
+def test_saved_model_cli_lists_the_signatures(exports):
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tensorflow.python.tools.saved_model_cli",
+            "show",
+            "--all",
+            "--dir",
+            str(exports.translator_v1),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    for line in (
+        "signature_def['serving_default']",
+        "signature_def['translate_with_attention']",
+        "inputs['text'] tensor_info",
+        "outputs['translation'] tensor_info",
+        "Method name is: tensorflow/serving/predict",
+    ):
+        assert line in shown
+
+
+def test_a_second_export_is_version_2_and_leaves_version_1_alone(exports):
+    assert exports.translator_v1.name == "1" and exports.translator_v2.name == "2"
+    assert export.versions(exports.base / "reverse") == [1, 2]
+    files = {
+        p.relative_to(exports.translator_v1): p.read_bytes()
+        for p in exports.translator_v1.rglob("*")
+        if p.is_file()
+    }
+    assert files == exports.translator_v1_files
+    leftovers = [p.name for p in (exports.base / "reverse").iterdir() if not p.name.isdigit()]
+    assert leftovers == []  # no staging folder left behind
+
+
+def test_metadata_says_what_was_exported(exports):
+    import json
+
+    metadata = json.loads((exports.translator_v1 / export.METADATA_FILE).read_text())
+    assert metadata["model"] == "Transformer"
+    assert metadata["max_length"] == MAX_LENGTH and metadata["beam_size"] == BEAM_SIZE
+    assert metadata["signatures"] == ["serving_default", "translate_with_attention"]
+
+
+def test_export_refuses_bad_arguments(exports, tmp_path):
+    model, tokenizer = exports.translator, exports.tokenizer
+    with pytest.raises(ValueError, match="target_tokenizer"):
+        export.export_model(model, tmp_path, "m", tokenizer, max_length=4)
+    with pytest.raises(ValueError, match="max_length"):
+        export.export_model(model, tmp_path, "m", tokenizer, tokenizer, max_length=0)
+    with pytest.raises(ValueError, match="beam_size"):
+        export.export_model(model, tmp_path, "m", tokenizer, tokenizer, max_length=4, beam_size=99)
+    with pytest.raises(ValueError, match="name"):
+        export.export_model(model, tmp_path, "a/b", tokenizer, tokenizer, max_length=4)
+    with pytest.raises(ValueError, match="label_names"):
+        export.export_model(exports.classifier, tmp_path, "c", tokenizer, max_length=4)
+    with pytest.raises(FileExistsError, match="overwrite"):
+        export.export_model(
+            model, exports.base, "reverse", tokenizer, tokenizer, max_length=4, version=1
+        )
+    assert not (tmp_path / "m").exists()

@@ -1,0 +1,229 @@
+"""Runs exports the way TF Serving's model server does, in a process that
+imports only `tensorflow` and `tensorflow_text` (never keras_attention).
+
+TF Serving loads a SavedModel with the TF1 loader into a session (restoring
+variables by name), feeds a request's tensors to the SignatureDef's input
+names, fills inputs the request leaves out from the SignatureDef's
+`defaults`, and fetches the output names. `ServedModel` does the same. This
+machine cannot run the real model server (no Docker image or binary can be
+fetched), so the tests use this stand-in, and the README shows the real
+command.
+
+    python tf_serving_stand_in.py check SPEC.pkl RESULT.pkl
+        SPEC: {export path: [(signature name, {input name: array}), ...]}
+        RESULT: {"modules": [...], export path: {"ops", "unregistered_ops",
+                 "signatures", "answers"}}
+    python tf_serving_stand_in.py serve BASE NAME REST_PORT GRPC_PORT
+        TF Serving's REST (`/v1/models/NAME[/versions/V]:predict`, `/metadata`)
+        and gRPC `PredictionService.Predict` for the versions under BASE/NAME.
+"""
+
+import base64
+import json
+import pickle
+import sys
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF Text ops, as the model server links them)
+from tensorflow.python.framework import op_def_registry
+
+
+class ServedModel:
+    """One SavedModel version, loaded and called as TF Serving does."""
+
+    def __init__(self, path):
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph)
+        with self.graph.as_default():
+            self.meta_graph = tf.compat.v1.saved_model.loader.load(
+                self.session, ["serve"], str(path)
+            )
+        self.signatures = {
+            name: signature
+            for name, signature in self.meta_graph.signature_def.items()
+            if not name.startswith("__")
+        }
+
+    def predict(self, signature_name, inputs):
+        """`inputs`: dict name -> numpy array; returns dict name -> array."""
+        signature = self.signatures[signature_name]
+        unknown = set(inputs) - set(signature.inputs)
+        missing = set(signature.inputs) - set(inputs) - set(signature.defaults)
+        if unknown or missing:
+            raise ValueError(
+                f"input size does not match signature: extra {unknown}, missing {missing}"
+            )
+        feeds = {signature.inputs[name].name: value for name, value in inputs.items()}
+        for name, default in signature.defaults.items():
+            feeds.setdefault(signature.inputs[name].name, tf.make_ndarray(default))
+        fetches = {name: info.name for name, info in signature.outputs.items()}
+        return self.session.run(fetches, feed_dict=feeds)
+
+    def op_types(self):
+        """Every op type in the graph and in its functions."""
+        graph_def = self.meta_graph.graph_def
+        types = {node.op for node in graph_def.node}
+        for function in graph_def.library.function:
+            types.update(node.op for node in function.node_def)
+        return types
+
+
+def check(spec_path, result_path):
+    spec = pickle.loads(Path(spec_path).read_bytes())
+    result = {}
+    for path, requests in spec.items():
+        model = ServedModel(path)
+        ops = model.op_types()
+        result[path] = {
+            "ops": sorted(ops),
+            "unregistered_ops": sorted(op for op in ops if op_def_registry.get(op) is None),
+            "signatures": {
+                name: {
+                    "inputs": sorted(signature.inputs),
+                    "outputs": sorted(signature.outputs),
+                    "defaults": {
+                        k: tf.make_ndarray(v).tolist() for k, v in signature.defaults.items()
+                    },
+                }
+                for name, signature in model.signatures.items()
+            },
+            "answers": [model.predict(name, inputs) for name, inputs in requests],
+        }
+    result["modules"] = sorted(sys.modules)
+    Path(result_path).write_bytes(pickle.dumps(result))
+
+
+# --- serve: TF Serving's REST and gRPC predict APIs ---
+
+
+def _from_json(value):
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        return base64.b64decode(value["b64"])
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _to_json(value):
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+def _array(value):
+    """A JSON input as TF Serving reads it: strings (and `[]`) as tf.string."""
+    value = _from_json(value)
+    first = value
+    while isinstance(first, list) and first:
+        first = first[0]
+    if isinstance(first, (bytes, list)):
+        return np.array(value, dtype=object)
+    return np.array(value, dtype=np.int32 if isinstance(first, int) else np.float32)
+
+
+def serve(base, name, rest_port, grpc_port):
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    model_dir = Path(base) / name
+    models = {int(p.name): ServedModel(p) for p in model_dir.iterdir() if p.name.isdigit()}
+
+    def find(model_name, version):
+        if model_name != name:
+            raise LookupError(f"Servable not found for request: Latest({model_name})")
+        version = max(models) if version is None else version
+        if version not in models:
+            raise LookupError(f"Servable not found for request: Specific({name}, {version})")
+        return version, models[version]
+
+    class Rest(BaseHTTPRequestHandler):
+        def route(self):
+            parts = self.path.strip("/").split("/")  # v1 models NAME[:predict] [versions V]
+            last = parts[-1]
+            action = last.split(":")[1] if ":" in last else last
+            parts[-1] = last.split(":")[0]
+            version = int(parts[4]) if len(parts) >= 5 and parts[3] == "versions" else None
+            return parts[2], version, action
+
+        def answer(self, status, body):
+            data = json.dumps(body).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            model_name, version, action = self.route()
+            try:
+                version, model = find(model_name, version)
+            except LookupError as error:
+                return self.answer(404, {"error": str(error)})
+            signatures = {
+                key: {"inputs": {k: {} for k in s.inputs}, "outputs": {k: {} for k in s.outputs}}
+                for key, s in model.signatures.items()
+            }
+            self.answer(
+                200,
+                {
+                    "model_spec": {"name": name, "version": str(version)},
+                    "metadata": {"signature_def": {"signature_def": signatures}},
+                },
+            )
+
+        def do_POST(self):
+            model_name, version, action = self.route()
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            try:
+                _, model = find(model_name, version)
+                inputs = {k: _array(v) for k, v in request["inputs"].items()}
+                outputs = model.predict(request.get("signature_name", "serving_default"), inputs)
+            except LookupError as error:
+                return self.answer(404, {"error": str(error)})
+            except (ValueError, KeyError, tf.errors.OpError) as error:
+                return self.answer(400, {"error": str(error)})
+            body = {k: _to_json_tree(v.tolist()) for k, v in outputs.items()}
+            self.answer(200, {"outputs": body if len(body) > 1 else next(iter(body.values()))})
+
+        def log_message(self, *args):
+            pass
+
+    def _to_json_tree(value):
+        return [_to_json_tree(v) for v in value] if isinstance(value, list) else _to_json(value)
+
+    class Grpc(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):
+            spec = request.model_spec
+            try:
+                _, model = find(spec.name, spec.version.value if spec.HasField("version") else None)
+            except LookupError as error:
+                context.abort(grpc.StatusCode.NOT_FOUND, str(error))
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            try:
+                outputs = model.predict(spec.signature_name or "serving_default", inputs)
+            except (ValueError, KeyError, tf.errors.OpError) as error:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            response = predict_pb2.PredictResponse()
+            for key, value in outputs.items():
+                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+            return response
+
+    grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Grpc(), grpc_server)
+    grpc_server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+    grpc_server.start()
+    rest_server = ThreadingHTTPServer(("127.0.0.1", int(rest_port)), Rest)
+    print("serving", flush=True)
+    rest_server.serve_forever()
+
+
+if __name__ == "__main__":
+    command, *arguments = sys.argv[1:]
+    {"check": check, "serve": serve}[command](*arguments)

@@ -1,0 +1,69 @@
+"""What the export tests share: the task, the inputs, the requests sent to
+the stand-in for TF Serving, and decoding the Python way."""
+
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attention import decoding, export
+
+STAND_IN = Path(__file__).parent / "export" / "tf_serving_stand_in.py"
+MAX_LENGTH = 10
+BEAM_SIZE = 2  # the translator's default beam size
+TEXTS = ["1234", "98765", "5", "314159"]
+# Empty, far too long, not UTF-8, and characters the vocabulary lacks.
+ODD_TEXTS = ["", "9" * 5000, b"\xff\xfe12", "\u0661\u0662 \U0001f600"]
+EMPTY = np.array([], dtype=object)
+
+
+def reversal_pairs(count, seed=0):
+    """Digit strings and the same reversed: a task a tiny model learns fast."""
+    random = np.random.default_rng(seed)
+    sources = [
+        "".join(map(str, random.integers(0, 10, random.integers(1, 8)))) for _ in range(count)
+    ]
+    return [(s, s[::-1]) for s in sources]
+
+
+def as_bytes(texts):
+    return np.array([t.encode("utf-8") if isinstance(t, str) else t for t in texts], dtype=object)
+
+
+def decode_in_process(model, tokenizer, texts, beam_size=BEAM_SIZE, max_length=MAX_LENGTH):
+    """The Python way: tokenise, truncate, beam search, detokenise."""
+    ids = tokenizer.tokenize(tf.constant(texts))[:, :MAX_LENGTH].to_tensor()
+    output, _ = decoding.beam_search(model, ids, max_length, beam_size=beam_size)
+    return list(tokenizer.detokenize(output).numpy())
+
+
+def requests(exports):
+    """What the fresh process asks each export: (signature, inputs) pairs."""
+    texts, odd = as_bytes(TEXTS), as_bytes(ODD_TEXTS)
+    translation = [
+        ("serving_default", {"text": texts}),  # defaults for beam_size and max_length
+        ("serving_default", {"text": texts, "beam_size": np.int32(3), "max_length": np.int32(4)}),
+        ("translate_with_attention", {"text": texts}),
+        ("serving_default", {"text": odd}),
+        ("serving_default", {"text": EMPTY}),
+        ("translate_with_attention", {"text": EMPTY}),
+        ("serving_default", {"text": texts, "beam_size": np.int32(99), "max_length": np.int32(-3)}),
+    ]
+    warmup = [
+        (r.model_spec.signature_name, {k: tf.make_ndarray(v) for k, v in r.inputs.items()})
+        for r in export.read_warmup_requests(exports.translator_v1 / export.WARMUP_FILE)
+    ]
+    return {
+        str(exports.translator_v1): translation + warmup,
+        str(exports.rnn_path): translation[:3],
+        str(exports.classifier_path): [
+            ("serving_default", {"text": texts}),
+            ("serving_default", {"text": odd}),
+            ("serving_default", {"text": EMPTY}),
+        ],
+        str(exports.language_model_path): [
+            ("serving_default", {"prompt": texts}),
+            ("serving_default", {"prompt": odd}),
+            ("serving_default", {"prompt": EMPTY}),
+        ],
+    }
