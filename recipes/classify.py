@@ -80,22 +80,16 @@ def run(config):
     tokenizer = common.train_tokenizer(config, train_texts)
     tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
     common.write_json(output_dir / "labels.json", list(label_names))
-    batches = dict(
-        batch_size=config.batch_size,
-        max_length=config.max_length,
-        pad_to_max_length=config.jit_compile,
+
+    def train_batches(epoch):
+        pairs = classification_batches(
+            train_pairs, tokenizer, **common.batching(config, len(train_texts), epoch)
+        )
+        return common.distribute(config, pairs)
+
+    validation = common.distribute(
+        config, classification_batches(validation_pairs, tokenizer, **common.batching(config))
     )
-    train = classification_batches(
-        train_pairs,
-        tokenizer,
-        shuffle_buffer=len(train_texts) if config.shuffle else 0,
-        seed=config.seed,
-        drop_remainder=True,
-        **batches,
-    )
-    validation = classification_batches(validation_pairs, tokenizer, **batches)
-    if config.strategy == "multi_worker":
-        train, validation = common.shard_by_data(train), common.shard_by_data(validation)
 
     with strategy.scope():
         model = build_transformer_classifier(
@@ -116,7 +110,7 @@ def run(config):
         f"{config.strategy} ({strategy.num_replicas_in_sync} replicas), "
         f"precision {config.precision}"
     )
-    training_seconds = common.fit(model, train, validation, config, output_dir)
+    training_seconds = common.fit(model, train_batches, validation, config, output_dir)
 
     # Evaluation on the test split.
     test_pairs, _ = datasets.labelled_texts(config.dataset, config.test_split, config.data_dir)

@@ -15,6 +15,7 @@ from keras_attention import visualize
 from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
 from keras_attention.export import export_model
 from keras_attention.files import write_atomically, write_json  # noqa: F401
+from keras_attention.recipes import resume
 
 # The loss, metric and schedule the recipes compile with live in the package
 # (so a saved model loads after `import keras_attention`); re-exported here.
@@ -57,6 +58,7 @@ class TrainingConfig:
     jit_compile: bool = False  # compile the train step with XLA
     checkpoint_every: int = 500  # steps between checkpoints (resume points)
     seed: int = 0  # seed of weights, shuffling, dropout and sampling
+    deterministic: bool = False  # deterministic TF ops: the same seed, the same weights (slower)
     output_dir: str = "runs/train"  # where everything of this run is written
     export_dir: str | None = None  # TF Serving base folder; None: <output-dir>/serving
     export_name: str = "model"  # the model's name in TF Serving: <export-dir>/<name>/<version>
@@ -233,6 +235,8 @@ def start_run(config):
     under `output_dir/.workerN/`, beside, not over, the chief's files.
     """
     keras.utils.set_random_seed(config.seed)
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
     set_precision(config.precision)
     strategy = make_strategy(config.strategy)
     output_dir = Path(config.output_dir)
@@ -268,27 +272,73 @@ def make_optimizer(config, model_dim):
     )
 
 
-def fit(model, train, validation, config, output_dir):
-    """`model.fit` with resumable checkpoints, TensorBoard logs and a stop on
-    NaN; returns the training time in seconds."""
-    started = time.time()
-    model.fit(
-        train,
-        validation_data=validation,
-        epochs=config.epochs,
-        verbose=2,
-        callbacks=[
-            # Two generations of checkpoints: a process killed while writing
-            # one leaves it corrupt, and the run resumes from the one before.
-            keras.callbacks.BackupAndRestore(
-                str(output_dir / "checkpoints"),
-                save_freq=config.checkpoint_every,
-                double_checkpoint=True,
-            ),
-            keras.callbacks.TensorBoard(str(output_dir / "logs")),
-            keras.callbacks.TerminateOnNaN(),
-        ],
+def batching(config, train_examples=0, epoch=0):
+    """The batching arguments of `keras_attention.data.pipeline` for this run.
+
+    For training (`train_examples`, the size of the shuffle buffer, given):
+    shuffled with the seed `seed + epoch`, so every epoch's order is fixed
+    and a resumed run sees the batches the killed one would have; full
+    batches only, so every replica gets an equal share (a cluster trains
+    like one process) and shapes stay static for XLA and TPUs.
+    """
+    arguments = dict(
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        pad_to_max_length=config.jit_compile,  # one shape: XLA compiles the step once
     )
+    if train_examples:
+        arguments.update(
+            shuffle_buffer=train_examples if config.shuffle else 0,
+            seed=config.seed + epoch,
+            drop_remainder=True,
+        )
+    return arguments
+
+
+def distribute(config, dataset):
+    """Multi-worker runs read every batch on every worker (see `shard_by_data`)."""
+    return shard_by_data(dataset) if config.strategy == "multi_worker" else dataset
+
+
+def fit(model, train_batches, validation, config, output_dir):
+    """`model.fit`, one epoch at a time, resumable at any step (see
+    `resume.py`), with TensorBoard logs and a stop on NaN; returns the
+    training time in seconds.
+
+    `train_batches(epoch)` gives that epoch's training batches, the same
+    ones every time it is asked. Every worker resumes from the chief's
+    checkpoints, which only the chief writes.
+    """
+    checkpoints = resume.Checkpoints(
+        Path(config.output_dir) / "checkpoints",
+        writer=Path(output_dir) == Path(config.output_dir),
+    )
+    with model.distribute_strategy.scope():  # the optimizer's variables are built here
+        start = checkpoints.restore(model)
+    if start.epoch >= config.epochs:
+        print(f"Training is complete ({config.epochs} epochs); evaluating.")
+    tensorboard = keras.callbacks.TensorBoard(str(output_dir / "logs"))
+    progress = resume.EpochProgress(config.epochs)
+    started = time.time()
+    for epoch in range(start.epoch, config.epochs):
+        position = start if epoch == start.epoch else resume.Position(epoch)
+        if position.step and not any(True for _ in train_batches(epoch).skip(position.step)):
+            continue  # killed between the epoch's last step and its end
+        # A fresh dataset: its first pass has the order the killed run's had.
+        model.fit(
+            train_batches(epoch).skip(position.step),
+            validation_data=validation,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
+            verbose=2,
+            callbacks=[
+                # First the NaN check, so no checkpoint keeps broken weights.
+                resume.StopOnNaN(position),
+                resume.SaveEvery(checkpoints, config.checkpoint_every, position),
+                tensorboard,
+                progress,
+            ],
+        )
     return time.time() - started
 
 

@@ -66,22 +66,16 @@ def run(config):
     train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
     tokenizer = common.train_tokenizer(config, train_strings)
     tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
-    batches = dict(
-        batch_size=config.batch_size,
-        max_length=config.max_length,
-        pad_to_max_length=config.jit_compile,
+
+    def train_batches(epoch):
+        batches = language_model_batches(
+            train_texts, tokenizer, **common.batching(config, len(train_strings), epoch)
+        )
+        return common.distribute(config, batches)
+
+    validation = common.distribute(
+        config, language_model_batches(texts("validation"), tokenizer, **common.batching(config))
     )
-    train = language_model_batches(
-        train_texts,
-        tokenizer,
-        shuffle_buffer=len(train_strings) if config.shuffle else 0,
-        seed=config.seed,
-        drop_remainder=True,
-        **batches,
-    )
-    validation = language_model_batches(texts("validation"), tokenizer, **batches)
-    if config.strategy == "multi_worker":
-        train, validation = common.shard_by_data(train), common.shard_by_data(validation)
 
     with strategy.scope():
         model = build_transformer_lm(
@@ -100,12 +94,14 @@ def run(config):
         f"{len(train_strings):,} training texts, strategy {config.strategy} "
         f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
     )
-    training_seconds = common.fit(model, train, validation, config, output_dir)
+    training_seconds = common.fit(model, train_batches, validation, config, output_dir)
 
     # Evaluation: the mean loss per real token of the test split, as perplexity.
     test_texts = texts("test", config.test_examples)
     test_loss = model.evaluate(
-        language_model_batches(test_texts, tokenizer, **batches), verbose=0, return_dict=True
+        language_model_batches(test_texts, tokenizer, **common.batching(config)),
+        verbose=0,
+        return_dict=True,
     )["loss"]
     results = {
         "perplexity": math.exp(test_loss),

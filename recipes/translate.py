@@ -157,27 +157,22 @@ def run(config):
     source_tokenizer, target_tokenizer = train_tokenizers(config, train_texts)
     source_tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
     target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
-    batches = dict(
-        batch_size=config.batch_size,
-        max_length=config.max_length,
-        pad_to_max_length=config.jit_compile,
+
+    def train_batches(epoch):
+        batches = translation_batches(
+            train_pairs,
+            source_tokenizer,
+            target_tokenizer,
+            **common.batching(config, len(train_texts), epoch),
+        )
+        return common.distribute(config, batches)
+
+    validation = common.distribute(
+        config,
+        translation_batches(
+            validation_pairs, source_tokenizer, target_tokenizer, **common.batching(config)
+        ),
     )
-    train = translation_batches(
-        train_pairs,
-        source_tokenizer,
-        target_tokenizer,
-        shuffle_buffer=len(train_texts) if config.shuffle else 0,
-        seed=config.seed,
-        # Full batches only: every replica gets an equal share (so a cluster
-        # trains like one process), and shapes stay static for XLA and TPUs.
-        drop_remainder=True,
-        **batches,
-    )
-    validation = translation_batches(
-        validation_pairs, source_tokenizer, target_tokenizer, **batches
-    )
-    if config.strategy == "multi_worker":
-        train, validation = common.shard_by_data(train), common.shard_by_data(validation)
 
     with strategy.scope():
         model = build_model(config, source_tokenizer, target_tokenizer)
@@ -194,7 +189,7 @@ def run(config):
         f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
     )
 
-    training_seconds = common.fit(model, train, validation, config, output_dir)
+    training_seconds = common.fit(model, train_batches, validation, config, output_dir)
 
     # Evaluation on the test split: exact match of the whole output.
     test = texts(load_pairs(config, "test").take(config.test_examples or -1))
