@@ -156,7 +156,7 @@ def run(config):
 
 
 def main(argv=None):
-    run(common.parse_config(ClassifyConfig, PRESETS, argv, description=__doc__))
+    return common.main(ClassifyConfig, PRESETS, run, argv, description=__doc__)
 
 
 if __name__ == "__main__":

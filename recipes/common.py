@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 
 from keras_attention import visualize
+from keras_attention.data import datasets
 from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
 from keras_attention.export import export_model
 from keras_attention.files import write_atomically, write_json  # noqa: F401
@@ -103,6 +104,25 @@ def field_comments(config_class):
                 re.findall(r"^\s+(\w+):[^#\n=]*=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
             )
     return comments
+
+
+def main(config_class, presets, run, argv=None, description=None):
+    """A recipe's command: parses the flags and calls `run(config)`.
+
+    What the user must act on (data that is not there, checkpoints that
+    cannot be read, a loss that diverged, an export version that exists)
+    ends with its message and exit status 1, not a traceback.
+    """
+    config = parse_config(config_class, presets, argv, description=description)
+    try:
+        return run(config)
+    except (
+        datasets.DataNotFound,
+        resume.UnreadableCheckpoints,
+        resume.TrainingDiverged,
+        FileExistsError,
+    ) as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 def parse_config(config_class, presets, argv=None, description=None):

@@ -141,7 +141,7 @@ def run(config):
 
 
 def main(argv=None):
-    run(common.parse_config(LanguageModelConfig, PRESETS, argv, description=__doc__))
+    return common.main(LanguageModelConfig, PRESETS, run, argv, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -248,8 +248,7 @@ def run(config):
 
 
 def main(argv=None):
-    config = common.parse_config(TranslateConfig, PRESETS, argv, description=__doc__)
-    run(config)
+    return common.main(TranslateConfig, PRESETS, run, argv, description=__doc__)
 
 
 if __name__ == "__main__":

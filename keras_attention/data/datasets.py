@@ -24,6 +24,10 @@ CLASSIFICATION = {
 }
 
 
+class DataNotFound(RuntimeError):
+    """A data set is not in `data_dir` and could not be prepared there."""
+
+
 def _load(name, split, data_dir):
     # Preparing a data set draws from Python's global random numbers, from
     # which Keras seeds its initializers: keep them as they were, so weights
@@ -31,6 +35,15 @@ def _load(name, split, data_dir):
     state = random.getstate()
     try:
         return tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
+    except Exception as error:
+        if tfds.builder(name, data_dir=data_dir).is_prepared():
+            raise  # the data is there: some other fault
+        raise DataNotFound(
+            f"The TFDS data set {name!r} is not in data_dir={data_dir or 'TFDS default'!r} "
+            f"and preparing it failed ({type(error).__name__}: {error}). Prepare it where "
+            f"the internet is reachable (tfds build {name} --data_dir DIR) and pass "
+            "--data-dir DIR."
+        ) from error
     finally:
         random.setstate(state)
 

@@ -122,14 +122,29 @@ class SubwordTokenizer(tf.Module):
     def __init__(self, model, name=None):
         super().__init__(name=name)
         import sentencepiece
-        import tensorflow_text
 
         self.model = bytes(model)
         processor = sentencepiece.SentencePieceProcessor(model_proto=self.model)
         self.vocabulary = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-        self._tokenizer = tensorflow_text.SentencepieceTokenizer(
-            model=self.model, out_type=tf.int32
-        )
+        self._tokenizer = self._make_tokenizer()
+
+    def _make_tokenizer(self):
+        import tensorflow_text
+
+        return tensorflow_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
+
+    def _call(self, method, argument):
+        """`self._tokenizer.method(argument)`. `tf.random.set_seed` (which
+        `keras.utils.set_random_seed` calls) clears TensorFlow's eager caches
+        and with them the SentencePiece resource made when this tokeniser
+        was: eagerly, it is made again once."""
+        try:
+            return getattr(self._tokenizer, method)(argument)
+        except tf.errors.NotFoundError:
+            if not tf.executing_eagerly():
+                raise
+            self._tokenizer = self._make_tokenizer()
+            return getattr(self._tokenizer, method)(argument)
 
     @classmethod
     def train(cls, texts, vocabulary_size):
@@ -166,13 +181,13 @@ class SubwordTokenizer(tf.Module):
 
     def tokenize(self, texts):
         """`tf.string [B]` -> int32 `RaggedTensor [B, None]`, no start or end id."""
-        return self._tokenizer.tokenize(texts)
+        return self._call("tokenize", texts)
 
     def detokenize(self, ids):
         """int `[B, T]` -> `tf.string [B]`, up to the first end id."""
         ids = tf.cast(ids, tf.int32)
         keep = _before_end(ids) & (ids >= len(RESERVED))
-        return self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return self._call("detokenize", tf.ragged.boolean_mask(ids, keep))
 
     def save(self, path):
         Path(path).write_bytes(self.model)

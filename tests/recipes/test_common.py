@@ -79,6 +79,11 @@ def test_flags_come_from_the_config_with_its_comments(capsys):
         (["--batch-size", "many"], "invalid int value: 'many'"),
         (["--preset", "wmt99"], "invalid choice: 'wmt99'"),
         (["--model-overrides", "dropout"], "name=value pairs"),
+        (["--model", "lstm"], "--model must be one of"),
+        (["--precision", "float8"], "--precision must be one of"),
+        (["--learning-rate", "-1"], "--learning-rate must be positive"),
+        (["--label-smoothing", "1.5"], "--label-smoothing must be in [0, 1)"),
+        (["--export-version", "0"], "--export-version must be positive"),
     ],
 )
 def test_bad_flags_exit_with_a_message(argv, message, capsys):

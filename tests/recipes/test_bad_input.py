@@ -1,0 +1,126 @@
+"""What a user gets wrong, or must act on, ends with a message, not a
+traceback; and what training does with numbers that go wrong."""
+
+import json
+import math
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from keras_attention.data import datasets
+from keras_attention.recipes import common, resume, translate
+
+
+def tiny(data_dir, output_dir, *extra):
+    return [
+        "--data-dir",
+        str(data_dir),
+        "--output-dir",
+        str(output_dir),
+        "--train-examples",
+        "256",
+        "--test-examples",
+        "16",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        *extra,
+    ]
+
+
+def test_a_data_dir_without_the_data_set(tmp_path, monkeypatch, capsys):
+    def offline(self, *args, **kwargs):
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", offline)
+    with pytest.raises(SystemExit) as stop:
+        translate.main(["--preset", "ted_pt_en", "--data-dir", str(tmp_path / "tfds")])
+    message = str(stop.value)
+    assert message.startswith("error: The TFDS data set 'ted_hrlr_translate/pt_to_en' is not in")
+    assert str(tmp_path / "tfds") in message and "no route to host" in message
+    assert "tfds build ted_hrlr_translate/pt_to_en" in message
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        datasets.DataNotFound("no data"),
+        resume.UnreadableCheckpoints("no checkpoint can be read"),
+        resume.TrainingDiverged("the loss became nan"),
+        FileExistsError("serving/m/1 already exists; pass --overwrite-export"),
+    ],
+)
+def test_what_the_user_must_act_on_is_a_message(error):
+    def run(config):
+        raise error
+
+    with pytest.raises(SystemExit) as stop:
+        common.main(translate.TranslateConfig, translate.PRESETS, run, [])
+    assert str(stop.value) == f"error: {error}"
+
+
+def stored_floats(weights_file):
+    """Every floating-point array in a Keras weights file."""
+    arrays = []
+    with h5py.File(weights_file) as store:
+        store.visititems(
+            lambda name, item: arrays.append(item[()]) if hasattr(item, "dtype") else None
+        )
+    return [a for a in arrays if np.issubdtype(np.asarray(a).dtype, np.floating)]
+
+
+def test_a_diverging_run_stops_with_a_message_and_keeps_no_nan(dates_data_dir, tmp_path):
+    output_dir = tmp_path / "run"
+    flags = tiny(dates_data_dir, output_dir, "--learning-rate", "1e12", "--checkpoint-every", "1")
+    with pytest.raises(SystemExit, match=r"error: The training loss became (nan|inf) at epoch 1"):
+        translate.main(flags)
+    assert not (output_dir / "evaluation.json").exists()
+    assert not (output_dir / "serving").exists()  # no broken model is exported
+    checkpoints = list((output_dir / "checkpoints").glob("epoch-*"))
+    assert checkpoints  # saved before the loss broke (a step every checkpoint)
+    for checkpoint in checkpoints:
+        assert all(np.isfinite(a).all() for a in stored_floats(checkpoint / resume.WEIGHTS_FILE))
+
+
+def test_mixed_float16_trains_with_loss_scaling_and_finite_numbers(
+    dates_data_dir, tmp_path, capsys
+):
+    output_dir = tmp_path / "run"
+    translate.main(
+        tiny(dates_data_dir, output_dir, "--precision", "mixed_float16", "--epochs", "3")
+    )
+    printed = capsys.readouterr().out
+    losses = [
+        float(line.split(" - loss: ")[1].split(" ")[0])
+        for line in printed.splitlines()
+        if " - loss: " in line
+    ]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0] * 0.9  # it learns
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = keras.saving.load_model(output_dir / "model.keras")
+        assert type(model.optimizer).__name__ == "LossScaleOptimizer"
+        # A padded batch, including a row that is all padding: nothing inf or NaN.
+        ids = np.array([[5, 6, 7, 0, 0], [0, 0, 0, 0, 0]])
+        logits = keras.ops.convert_to_numpy(model({"source_ids": ids, "target_ids": ids}))
+        assert np.isfinite(logits.astype("float32")).all()
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def test_the_same_seed_gives_the_same_weights(dates_data_dir, tmp_path):
+    for name in ("first", "second"):
+        translate.main(tiny(dates_data_dir, tmp_path / name, "--deterministic", "--epochs", "1"))
+    first = keras.saving.load_model(tmp_path / "first" / "model.keras").get_weights()
+    second = keras.saving.load_model(tmp_path / "second" / "model.keras").get_weights()
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    results = [
+        json.loads((tmp_path / n / "evaluation.json").read_text()) for n in ("first", "second")
+    ]
+    assert results[0]["exact_match"] == results[1]["exact_match"]
