@@ -5,5 +5,4 @@ schedule with Keras, so `keras.saving.load_model` can read saved models.
 """
 
 from keras_attention import layers, models, training  # noqa: F401
-
-__version__ = "0.1.0"
+from keras_attention._version import __version__  # noqa: F401

@@ -126,7 +126,14 @@ def plot_model_attention(model, inputs, source_tokens, target_tokens, output_dir
 
 def _read_vocabulary(path):
     """One token per line; the line number is the id."""
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    if not Path(path).is_file():
+        raise SystemExit(f"error: no vocabulary file at {path}")
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise SystemExit(
+            f"error: {path} is not a vocabulary file (one token per line, UTF-8): {error}"
+        ) from None
 
 
 def _parse_ids(text, name):

@@ -6,6 +6,25 @@ from keras import ops
 from keras_attention.layers._multi_head import check_positive_int
 
 
+def check_token_ids(ids, vocabulary_size):
+    """Raises a `ValueError` naming the first id outside [0, vocabulary_size).
+
+    Only where the values can be read (an eager call); inside a traced graph
+    they cannot, and there TensorFlow on CPU stops at the lookup with the
+    offending index, while GPUs and JAX would give zeros.
+    """
+    try:
+        values = ops.convert_to_numpy(ids)
+    except (NotImplementedError, ValueError, TypeError):  # symbolic: inside a traced graph
+        return
+    outside = values[(values < 0) | (values >= vocabulary_size)]
+    if outside.size:
+        raise ValueError(
+            f"Token id {outside.flat[0]} is outside the vocabulary of {vocabulary_size} ids "
+            f"(0 to {vocabulary_size - 1})."
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TokenEmbedding(keras.layers.Embedding):
     """Token ids to vectors, scaled by sqrt(d_model), and back to logits.
@@ -41,6 +60,7 @@ class TokenEmbedding(keras.layers.Embedding):
         if reverse:
             kernel = ops.cast(self.embeddings, self.compute_dtype)
             return ops.matmul(inputs, ops.transpose(kernel))  # [B, T, V]
+        check_token_ids(inputs, self.vocabulary_size)
         embedded = super().call(inputs)
         if self.scale:
             embedded = embedded * ops.cast(math.sqrt(self.model_dim), embedded.dtype)

@@ -1,6 +1,10 @@
 """What the zoo's models share."""
 
+import inspect
+
 import keras
+
+from keras_attention.saving import build_from_config, versioned
 
 
 class ZooModel(keras.Model):
@@ -14,11 +18,15 @@ class ZooModel(keras.Model):
             setattr(self, name, value)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, **self._constructor_config}
+        return versioned(
+            {"name": self.name, "trainable": self.trainable, **self._constructor_config}
+        )
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        # keras.Model would drop an argument it does not know without a word.
+        known = set(inspect.signature(cls.__init__).parameters) | {"name", "trainable", "dtype"}
+        return build_from_config(cls, config, lambda arguments: cls(**arguments), known)
 
 
 def pop_dtype_policy(kwargs):

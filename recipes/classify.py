@@ -78,6 +78,7 @@ def run(config):
         train_pairs = train_pairs.take(config.train_examples)
     train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
     tokenizer = common.train_tokenizer(config, train_texts)
+    common.warn_if_truncated("texts", tokenizer, train_texts, config.max_length)
     tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
     common.write_json(output_dir / "labels.json", list(label_names))
 

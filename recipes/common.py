@@ -274,6 +274,19 @@ def train_tokenizer(config, texts):
     return SubwordTokenizer.train(texts, config.vocabulary_size)
 
 
+def warn_if_truncated(what, tokenizer, texts, limit):
+    """Says how many training texts have more than `limit` tokens (they are
+    truncated); returns that number."""
+    lengths = tokenizer.tokenize(tf.constant(texts)).row_lengths().numpy()
+    longer = int((lengths > limit).sum())
+    if longer:
+        print(
+            f"WARNING: {longer:,} of {len(texts):,} training {what} have more than {limit} "
+            "tokens and are truncated (raise --max-length to keep them whole)"
+        )
+    return longer
+
+
 def vocabulary_file(config, side):
     return f"{side}_vocabulary.{'txt' if config.tokenizer == 'character' else 'model'}"
 

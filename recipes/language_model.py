@@ -65,6 +65,7 @@ def run(config):
     train_texts = texts("train", config.train_examples)
     train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
     tokenizer = common.train_tokenizer(config, train_strings)
+    common.warn_if_truncated("texts", tokenizer, train_strings, config.max_length - 1)
     tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
 
     def train_batches(epoch):

@@ -155,6 +155,12 @@ def run(config):
         train_pairs = train_pairs.take(config.train_examples)
     train_texts = texts(train_pairs)
     source_tokenizer, target_tokenizer = train_tokenizers(config, train_texts)
+    common.warn_if_truncated(
+        "sources", source_tokenizer, [s for s, _ in train_texts], config.max_length
+    )
+    common.warn_if_truncated(  # <s> or </s> takes one place
+        "targets", target_tokenizer, [t for _, t in train_texts], config.max_length - 1
+    )
     source_tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
     target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
 

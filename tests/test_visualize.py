@@ -91,3 +91,14 @@ def test_cli_refuses_a_missing_model(tmp_path):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="Expected 2 query tokens"):
         visualize.plot_attention(np.ones((2, 2, 3)) / 3, ["a"], ["x", "y", "z"])
+
+
+def test_cli_refuses_a_missing_or_corrupt_vocabulary(tmp_path):
+    model = build_seq2seq_attention(20)
+    model.save(tmp_path / "model.keras")
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00garbage")
+    arguments = [str(tmp_path / "model.keras"), "--source-ids", "5 6", "--target-ids", "1 5"]
+    with pytest.raises(SystemExit, match="error: no vocabulary file at .*missing.txt"):
+        visualize.main([*arguments, "--vocabulary", str(tmp_path / "missing.txt")])
+    with pytest.raises(SystemExit, match="binary.txt is not a vocabulary file"):
+        visualize.main([*arguments, "--vocabulary", str(tmp_path / "binary.txt")])

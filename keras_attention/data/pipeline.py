@@ -1,10 +1,11 @@
 """tf.data pipelines: tokenise, add start/end ids, batch by length, pad.
 
 Every function takes the same batching arguments: `batch_size`,
-`max_length` (longer sequences are truncated), `shuffle_buffer` (0: no
-shuffling) with its `seed`, `drop_remainder`, and `pad_to_max_length` (one
-shape for every batch, so XLA compiles the step once; otherwise batches
-group sequences of similar length and pad only to the longest).
+`max_length` (longer sequences are truncated, or with `strict=True` stop the
+pipeline with an error that says so), `shuffle_buffer` (0: no shuffling)
+with its `seed`, `drop_remainder`, and `pad_to_max_length` (one shape for
+every batch, so XLA compiles the step once; otherwise batches group
+sequences of similar length and pad only to the longest).
 """
 
 import tensorflow as tf
@@ -12,16 +13,28 @@ import tensorflow as tf
 from keras_attention.data.tokenizers import END_ID, START_ID
 
 
-def translation_batches(pairs, source_tokenizer, target_tokenizer, **batching):
+def truncate(ids, limit, strict=False, what="sequence"):
+    """The first `limit` ids; with `strict`, an error if there are more."""
+    if strict:
+        tf.debugging.assert_less_equal(
+            tf.size(ids),
+            limit,
+            message=f"A {what} has more than {limit} tokens (max_length, strict=True)",
+        )
+    return ids[:limit]
+
+
+def translation_batches(pairs, source_tokenizer, target_tokenizer, strict=False, **batching):
     """`(source text, target text)` pairs -> batches for an encoder-decoder:
     `({"source_ids": [B, S], "target_ids": [B, T]}, labels [B, T])`, where
     `target_ids` is `<s> y1 .. yn` and the labels `y1 .. yn </s>` (teacher
-    forcing)."""
+    forcing). A target keeps `max_length - 1` tokens, to leave room for
+    `<s>` / `</s>`."""
     max_length = batching["max_length"]
 
     def encode(source, target):
-        source_ids = source_tokenizer.tokenize(source)[:max_length]
-        target_ids = target_tokenizer.tokenize(target)[: max_length - 1]
+        source_ids = truncate(source_tokenizer.tokenize(source), max_length, strict, "source")
+        target_ids = truncate(target_tokenizer.tokenize(target), max_length - 1, strict, "target")
         decoder_input = tf.concat([[START_ID], target_ids], axis=0)
         labels = tf.concat([target_ids, [END_ID]], axis=0)
         return {"source_ids": source_ids, "target_ids": decoder_input}, labels
@@ -31,24 +44,24 @@ def translation_batches(pairs, source_tokenizer, target_tokenizer, **batching):
     )
 
 
-def language_model_batches(texts, tokenizer, **batching):
+def language_model_batches(texts, tokenizer, strict=False, **batching):
     """Texts -> `(token_ids [B, T], labels [B, T])`: `<s> x1 .. xn` in, the
     same shifted by one, `x1 .. xn </s>`, as labels."""
     max_length = batching["max_length"]
 
     def encode(text):
-        ids = tokenizer.tokenize(text)[: max_length - 1]
+        ids = truncate(tokenizer.tokenize(text), max_length - 1, strict, "text")
         return tf.concat([[START_ID], ids], axis=0), tf.concat([ids, [END_ID]], axis=0)
 
     return _batches(texts, encode, lambda ids, labels: tf.shape(ids)[0], **batching)
 
 
-def classification_batches(pairs, tokenizer, **batching):
+def classification_batches(pairs, tokenizer, strict=False, **batching):
     """`(text, label)` pairs -> `(token_ids [B, T], labels [B])` batches."""
     max_length = batching["max_length"]
 
     def encode(text, label):
-        return tokenizer.tokenize(text)[:max_length], label
+        return truncate(tokenizer.tokenize(text), max_length, strict, "text"), label
 
     return _batches(pairs, encode, lambda ids, label: tf.shape(ids)[0], **batching)
 

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers._attention import scaled_dot_product_attention
+from keras_attention.saving import build_from_config, versioned
 
 
 def clone_initializer(initializer):
@@ -49,6 +50,13 @@ class Layer(keras.layers.Layer):
         # Skip `keras.layers.Layer`'s version, which would build the spec from
         # `compute_output_shape` alone, and trace `call` (`keras.Operation`).
         return super(keras.layers.Layer, self).compute_output_spec(*args, **kwargs)
+
+    def get_config(self):
+        return versioned(super().get_config())
+
+    @classmethod
+    def from_config(cls, config):
+        return build_from_config(cls, config, super().from_config)
 
 
 class MultiHeadAttentionBase(Layer):

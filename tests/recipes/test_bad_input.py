@@ -124,3 +124,16 @@ def test_the_same_seed_gives_the_same_weights(dates_data_dir, tmp_path):
         json.loads((tmp_path / n / "evaluation.json").read_text()) for n in ("first", "second")
     ]
     assert results[0]["exact_match"] == results[1]["exact_match"]
+
+
+def test_truncated_training_texts_are_counted_and_reported(capsys):
+    from keras_attention.data.tokenizers import CharacterTokenizer
+
+    tokenizer = CharacterTokenizer.train(["abc"])
+    assert common.warn_if_truncated("sources", tokenizer, ["ab", "abcabc", "abca"], 3) == 2
+    assert capsys.readouterr().out == (
+        "WARNING: 2 of 3 training sources have more than 3 tokens and are truncated "
+        "(raise --max-length to keep them whole)\n"
+    )
+    assert common.warn_if_truncated("sources", tokenizer, ["ab"], 3) == 0
+    assert capsys.readouterr().out == ""
