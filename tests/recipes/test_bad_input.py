@@ -9,27 +9,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
+from recipe_helpers import tiny_flags
 
 from keras_attention.data import datasets
 from keras_attention.recipes import common, resume, translate
 
 
 def tiny(data_dir, output_dir, *extra):
-    return [
-        "--data-dir",
-        str(data_dir),
-        "--output-dir",
-        str(output_dir),
-        "--train-examples",
-        "256",
-        "--test-examples",
-        "16",
-        "--epochs",
-        "1",
-        "--batch-size",
-        "32",
-        *extra,
-    ]
+    return tiny_flags(data_dir, output_dir, *extra, test_examples=16)
 
 
 def test_a_data_dir_without_the_data_set(tmp_path, monkeypatch, capsys):

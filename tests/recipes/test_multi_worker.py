@@ -2,7 +2,6 @@
 127.0.0.1 (TF_CONFIG), against one process at the same global batch."""
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,21 +9,12 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from recipe_helpers import free_ports
 
 import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention.recipes import multi_worker
 
 HERE = Path(__file__).parent
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def run_cluster(command, num_workers=2, timeout=240):

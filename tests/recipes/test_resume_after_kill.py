@@ -15,7 +15,6 @@ weights to 1e-3 and exact match to one test example in 24.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from recipe_helpers import free_ports, tiny_flags
 
 RUNNER = Path(__file__).with_name("recipe_runner.py")
 KILL_AT = "2:3"  # epoch 2, step 3: after the checkpoint at step 2
@@ -31,24 +31,12 @@ NEWEST_BEFORE_KILL = "epoch-00001-step-0000002"
 
 
 def flags(data_dir, output_dir, *extra):
-    return [
-        "--data-dir",
-        str(data_dir),
-        "--output-dir",
-        str(output_dir),
-        "--train-examples",
-        "256",
-        "--test-examples",
-        "24",
-        "--epochs",
-        "3",
-        "--batch-size",
-        "32",
-        "--checkpoint-every",
-        "2",
-        "--deterministic",
+    return tiny_flags(
+        data_dir,
+        output_dir,
+        *("--epochs", "3", "--checkpoint-every", "2", "--deterministic"),
         *extra,
-    ]
+    )
 
 
 def run(arguments, env=None, **kwargs):
@@ -138,16 +126,6 @@ def test_a_killed_run_resumes_at_the_same_step(strategy, damage, dates_data_dir,
     assert_same_losses(epoch_losses(killed[1]), epoch_losses(reference[1])[:1], exact)
     assert_same_losses(epoch_losses(resumed[1]), epoch_losses(reference[1])[1:], exact)
     assert_same_run(tmp_path / "reference", output_dir, exact)
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def cluster(arguments, env_for=lambda index: {}):

@@ -6,6 +6,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+import recipe_helpers
 import tensorflow as tf
 
 from keras_attention.data.tokenizers import SubwordTokenizer
@@ -15,23 +16,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def tiny_flags(data_dir, output_dir, *extra):
-    return [
-        "--data-dir",
-        str(data_dir),
-        "--output-dir",
-        str(output_dir),
-        "--train-examples",
-        "256",
-        "--test-examples",
-        "24",
-        "--epochs",
-        "1",
-        "--batch-size",
-        "32",
-        "--checkpoint-every",
-        "4",
-        *extra,
-    ]
+    return recipe_helpers.tiny_flags(data_dir, output_dir, "--checkpoint-every", "4", *extra)
 
 
 @pytest.mark.parametrize(
