@@ -22,8 +22,11 @@ from keras_attention.models import build_transformer_classifier
 from keras_attention.recipes import common
 
 
+@common.document_flags
 @dataclasses.dataclass
 class ClassifyConfig(common.TrainingConfig):
+    """What `python -m keras_attention.recipes.classify` trains, evaluates and exports."""
+
     dataset: str = "multilingual_dates/language_id"  # TFDS name of (text, label) pairs
     train_split: str = "train"  # TFDS split to train on
     validation_split: str = "validation"  # TFDS split to watch during training

@@ -33,6 +33,41 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # --- Config: a dataclass, a flag per field, the field's comment as its help ---
 
 
+def field_comments(config_class):
+    """`{field: comment}` from the `name: type = default  # comment` lines of
+    the class and the config classes it extends (its own comments win)."""
+    comments = {}
+    for klass in reversed(config_class.__mro__):
+        if dataclasses.is_dataclass(klass):
+            source = inspect.getsource(klass)
+            comments.update(
+                re.findall(r"^\s+(\w+):[^#\n=]*=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
+            )
+    return comments
+
+
+def document_flags(config_class):
+    """Adds the command's flags, with each field's comment, to the config's
+    docstring, so the API reference lists them."""
+    comments = field_comments(config_class)
+    lines = [
+        f"- `--{field.name.replace('_', '-')}` (default `{_default(field)!r}`): "
+        f"{comments.get(field.name, '')}"
+        for field in dataclasses.fields(config_class)
+    ]
+    config_class.__doc__ = (
+        (config_class.__doc__ or "").rstrip() + "\n\nFlags:\n\n" + "\n".join(lines)
+    )
+    return config_class
+
+
+def _default(field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else None
+
+
+@document_flags
 @dataclasses.dataclass
 class TrainingConfig:
     """The fields every recipe has; each recipe's config adds its own."""
@@ -91,19 +126,6 @@ class TrainingConfig:
 
     def builder_overrides(self):
         return literal_overrides(self.model_overrides)
-
-
-def field_comments(config_class):
-    """`{field: comment}` from the `name: type = default  # comment` lines of
-    the class and the config classes it extends (its own comments win)."""
-    comments = {}
-    for klass in reversed(config_class.__mro__):
-        if dataclasses.is_dataclass(klass):
-            source = inspect.getsource(klass)
-            comments.update(
-                re.findall(r"^\s+(\w+):[^#\n=]*=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
-            )
-    return comments
 
 
 def main(config_class, presets, run, argv=None, description=None):

@@ -23,8 +23,11 @@ from keras_attention.models import build_transformer_lm
 from keras_attention.recipes import common
 
 
+@common.document_flags
 @dataclasses.dataclass
 class LanguageModelConfig(common.TrainingConfig):
+    """What `python -m keras_attention.recipes.language_model` trains, evaluates and exports."""
+
     dataset: str = "multilingual_dates"  # TFDS name; its source or text side is the corpus
     prompt_tokens: int = 4  # tokens of each test text given as a prompt
     top_k: int = 5  # completions sample among the k most likely tokens

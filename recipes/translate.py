@@ -25,8 +25,11 @@ from keras_attention.recipes import common
 MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
 
 
+@common.document_flags
 @dataclasses.dataclass
 class TranslateConfig(common.TrainingConfig):
+    """What `python -m keras_attention.recipes.translate` trains, evaluates and exports."""
+
     dataset: str = "multilingual_dates"  # TFDS name of (source, target) pairs
     reverse: bool = False  # swap source and target (WMT14 de-en read as en -> de)
     shared_vocabulary: bool = False  # one subword vocabulary for both languages

@@ -2,7 +2,10 @@
 still works (in its quick mode)."""
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -38,3 +41,36 @@ def test_the_script_makes_every_picture_from_scratch(tmp_path):
     module.main(["--quick", "--output-dir", str(tmp_path / "figures")])
     for name in module.FIGURES:
         assert (tmp_path / "figures" / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_api_reference_builds_without_warnings(tmp_path):
+    """`pdoc`, as the README's command runs it: every public layer, builder,
+    decoding and export function, and every recipe flag, from the docstrings."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pdoc",
+            "keras_attention",
+            "keras_attention.recipes",
+            "-o",
+            str(tmp_path),
+        ],
+        env={**os.environ, "PDOC_ALLOW_EXEC": "1"},  # TensorFlow runs `uname` on import
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [line for line in result.stderr.splitlines() if line.startswith("Warn")] == []
+    pages = {
+        "layers": ["MultiHeadSelfAttention", "BahdanauAttention", "TransformerDecoderBlock"],
+        "models": ["build_transformer", "build_seq2seq_attention", "build_transformer_lm"],
+        "decoding": ["beam_search", "greedy_search", "sample"],
+        "export": ["export_model", "write_models_config"],
+        "recipes/translate": ["--beam-size", "--export-version", "--deterministic"],
+    }
+    for page, names in pages.items():
+        html = (tmp_path / "keras_attention" / f"{page}.html").read_text()
+        for name in names:
+            assert name in html, (page, name)

@@ -18,9 +18,16 @@ import tensorflow_datasets as tfds
 
 from keras_attention.data import dates
 
+__all__ = ["MultilingualDates"]
+
 
 @dataclasses.dataclass
 class MultilingualDatesConfig(tfds.core.BuilderConfig):
+    """The settings of one config of the data set (`translate`, `language_id`).
+
+    @private: a TFDS detail, left out of the API reference.
+    """
+
     sizes: dict = dataclasses.field(default_factory=dict)  # examples per split
     formats: tuple = ()  # CLDR widths to keep; empty keeps every usable one
     supervised_target: str = "target"  # the feature a model predicts
