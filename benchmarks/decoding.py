@@ -13,24 +13,13 @@ doubles (about 2x for linear cost, 4x for quadratic).
 
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.measure import median_seconds
 from keras_attention import decoding
 from keras_attention.models import build_transformer
-
-
-def median_seconds(function, repeats):
-    function()  # trace and warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def run(lengths, batch_size, repeats, preset):
@@ -45,7 +34,9 @@ def run(lengths, batch_size, repeats, preset):
                     model, x, length, end_id=-1, use_cache=use_cache
                 )
             )
-            timings[use_cache] = median_seconds(lambda greedy=greedy: greedy(source), repeats)
+            timings[use_cache] = median_seconds(
+                lambda greedy=greedy: greedy(source).numpy(), repeats, warmup=1
+            )
         rows.append(
             {
                 "output_tokens": length,

@@ -1,0 +1,274 @@
+"""Speed and memory, side by side with the peers, in one run.
+
+    python -m benchmarks.run                  # the full run (about 10 min on 2 cores)
+    python -m benchmarks.run --smoke          # seconds: checks that it all still runs
+
+Prints one table per section and writes every figure to a JSON file
+(`--json`, default `benchmarks/results.json`). Sections:
+
+1. matmul peak: float32 GFLOP/s of one large `tf.matmul`, the ceiling (and
+   the same matmul compiled by XLA).
+2. encoder training step: 2 layers at B=32, T=128, d_model=256, 4 heads,
+   FF 1024, float32; ours, KerasHub's `TransformerEncoder`, and a block of
+   `keras.layers.MultiHeadAttention`; each with and without XLA, without
+   dropout and with dropout 0.1.
+3. decoder training step: the same with causal self-attention and
+   cross-attention to a 128-token context (KerasHub's `TransformerDecoder`).
+4. self-attention alone, forward + backward, T = 512 ... 4096: time and the
+   peak memory the step adds, ours against `keras.layers.MultiHeadAttention`.
+5. greedy decoding with and without the KV cache (`benchmarks.decoding`).
+6. the exported `serving_default` (loaded SavedModel) against the same
+   decoding called in process, for a batch of 32 short inputs.
+
+Every time is a median over `--repeats` calls after warm-up calls; contenders
+in one section take turns, call by call, so a slow minute on a shared machine
+hits them alike. Ratios are what carry over between machines.
+"""
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_attention.decoding
+from benchmarks import contenders, decoding, measure, self_attention
+from keras_attention import export
+from keras_attention.data.tokenizers import CharacterTokenizer
+from keras_attention.export.signatures import token_ids
+from keras_attention.files import write_json
+from keras_attention.models import build_transformer
+
+FULL = dict(batch_size=32, length=128, model_dim=256, num_heads=4, intermediate_dim=1024)
+SMOKE = dict(batch_size=2, length=8, model_dim=16, num_heads=2, intermediate_dim=32)
+NUM_LAYERS = 2
+# No dropout (the compute alone), then the paper's rate, applied by every
+# contender to the same activations (see `contenders`).
+DROPOUTS = (0.0, 0.1)
+ATTENTION_LENGTHS = (512, 1024, 2048, 4096)
+ATTENTION_BATCH = 1
+OURS = "keras_attention"
+
+
+def encoder_flops(batch_size, length, model_dim, num_heads, intermediate_dim):
+    """Multiply-adds x 2 of one training step (forward, then backward at
+    twice the forward's cost), over `NUM_LAYERS` layers."""
+    tokens, d = batch_size * length, model_dim
+    projections = 2 * tokens * 4 * d * d  # Q, K, V and the output projection
+    attention = 2 * 2 * batch_size * length * length * d  # Q K^T and weights V
+    feed_forward = 2 * 2 * tokens * d * intermediate_dim
+    return 3 * NUM_LAYERS * (projections + attention + feed_forward)
+
+
+def decoder_flops(batch_size, length, model_dim, num_heads, intermediate_dim):
+    """As `encoder_flops`, plus cross-attention to a context of `length` tokens."""
+    tokens, d = batch_size * length, model_dim
+    cross = 2 * tokens * 4 * d * d + 2 * 2 * batch_size * length * length * d
+    return encoder_flops(batch_size, length, model_dim, num_heads, intermediate_dim) + (
+        3 * NUM_LAYERS * cross
+    )
+
+
+def training_model(kind, contender, sizes, dropout, jit_compile):
+    """`NUM_LAYERS` blocks of `contender` on float inputs, MSE loss, Adam."""
+    shape = (sizes["length"], sizes["model_dim"])
+    x = keras.Input(shape)
+    inputs = [x]
+    if kind == "decoder":
+        context = keras.Input(shape)
+        inputs.append(context)
+    make_block = contenders.encoder_block if kind == "encoder" else contenders.decoder_block
+    for _ in range(NUM_LAYERS):
+        block = make_block(contender, sizes["num_heads"], sizes["intermediate_dim"], dropout)
+        x = block(x) if kind == "encoder" else block(x, context)
+    model = keras.Model(inputs, x)
+    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss="mse", jit_compile=jit_compile)
+    return model
+
+
+def random_inputs(sizes, count, seed=0):
+    shape = (sizes["batch_size"], sizes["length"], sizes["model_dim"])
+    random = np.random.default_rng(seed)
+    return [tf.constant(random.normal(size=shape).astype("float32")) for _ in range(count)]
+
+
+def training_step(kind, sizes, dropouts, repeats, peak):
+    """Rows: one per dropout rate, XLA setting and contender, with ratios
+    against ours at the same rate and XLA setting."""
+    keras.utils.set_random_seed(0)
+    x, context, y = random_inputs(sizes, 3)
+    inputs = x if kind == "encoder" else [x, context]
+    flops = (encoder_flops if kind == "encoder" else decoder_flops)(**sizes)
+    rows = []
+    for dropout in dropouts:
+        steps = {}
+        for jit_compile in (True, False):
+            for contender in contenders.CONTENDERS:
+                model = training_model(kind, contender, sizes, dropout, jit_compile)
+                steps[contender, jit_compile] = lambda model=model: model.train_on_batch(inputs, y)
+        seconds = measure.race(steps, repeats)
+        for (contender, jit_compile), time in seconds.items():
+            rows.append(
+                {
+                    "block": kind,
+                    "dropout": dropout,
+                    "xla": jit_compile,
+                    "contender": contender,
+                    "ms_per_step": 1000 * time,
+                    "tokens_per_s": sizes["batch_size"] * sizes["length"] / time,
+                    "gflops": flops / time / 1e9,
+                    "share_of_peak": flops / time / 1e9 / peak,
+                    # > 1: ours is faster than this contender (same dropout and XLA).
+                    "ours_speedup": time / seconds[OURS, jit_compile],
+                }
+            )
+    return rows
+
+
+def serving_rows(batch_size, max_length, repeats):
+    """The exported `serving_default`, loaded back in this process, against
+    the same steps (tokenise, beam search with beam 1, detokenise) as an
+    in-process `tf.function`. An untrained tiny Transformer: both decode the
+    same tokens, so the ratio is the cost of the export itself."""
+    keras.utils.set_random_seed(0)
+    tokenizer = CharacterTokenizer("0123456789")
+    model = build_transformer(tokenizer.vocabulary_size, preset="tiny")
+    random = np.random.default_rng(0)
+    texts = tf.constant(["".join(map(str, random.integers(0, 10, 8))) for _ in range(batch_size)])
+
+    @tf.function
+    def in_process(texts):
+        ids = token_ids(tokenizer, texts, max_length)
+        output_ids, _ = keras_attention.decoding.beam_search(model, ids, max_length, beam_size=1)
+        return tokenizer.detokenize(output_ids)
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = export.export_model(
+            model, folder, "bench", tokenizer, tokenizer, max_length=max_length, beam_size=1
+        )
+        signature = tf.saved_model.load(str(path)).signatures["serving_default"]
+        # In Python a loaded signature needs every input; TF Serving would
+        # fill in these defaults.
+        limits = dict(beam_size=tf.constant(1), max_length=tf.constant(max_length))
+
+        def serving_default():
+            return signature(text=texts, **limits)["translation"].numpy()
+
+        if list(serving_default()) != list(in_process(texts).numpy()):
+            raise RuntimeError("The export and the in-process function translate differently.")
+        seconds = measure.race(
+            {
+                "exported": serving_default,
+                "in_process": lambda: in_process(texts).numpy(),
+            },
+            repeats,
+        )
+    return [
+        {
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "exported_ms": 1000 * seconds["exported"],
+            "in_process_ms": 1000 * seconds["in_process"],
+            "exported_over_in_process": seconds["exported"] / seconds["in_process"],
+        }
+    ]
+
+
+def print_table(title, rows, columns):
+    """`columns`: (key, header, format) triples; a missing or None value is blank."""
+    print(f"\n{title}")
+    table = [[header for _, header, _ in columns]]
+    for row in rows:
+        table.append(
+            ["" if row.get(key) is None else format(row[key], spec) for key, _, spec in columns]
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    for line in table:
+        print("  ".join(f"{cell:>{width}}" for cell, width in zip(line, widths, strict=True)))
+
+
+TRAINING_COLUMNS = [
+    ("dropout", "dropout", ".1f"),
+    ("xla", "XLA", ""),
+    ("contender", "contender", "s"),
+    ("ms_per_step", "ms/step", ".0f"),
+    ("tokens_per_s", "tokens/s", ".0f"),
+    ("gflops", "GFLOP/s", ".1f"),
+    ("share_of_peak", "of peak", ".0%"),
+    ("ours_speedup", "ours faster", ".2f"),
+]
+ATTENTION_COLUMNS = [
+    ("length", "T", "d"),
+    ("contender", "contender", "s"),
+    ("ms", "ms fwd+bwd", ".1f"),
+    ("peak_mib", "peak MiB", ".0f"),
+    ("ours_speedup", "ours faster", ".2f"),
+    ("ours_memory_ratio", "ours/peer mem", ".2f"),
+]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, few repeats: seconds")
+    parser.add_argument("--repeats", type=int, default=10, help="timed calls per figure")
+    parser.add_argument("--json", default="benchmarks/results.json", help="where to write")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    repeats = 2 if args.smoke else args.repeats
+    results = {"sizes": sizes, "num_layers": NUM_LAYERS, "smoke": args.smoke}
+    results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
+    results["cpus"] = os.cpu_count()
+
+    matmul_size = 256 if args.smoke else 4096
+    peak = measure.matmul_peak_gflops(matmul_size, repeats)
+    xla_matmul = measure.matmul_peak_gflops(matmul_size, repeats, jit_compile=True)
+    results["matmul_peak_gflops"] = peak
+    results["xla_matmul_gflops"] = xla_matmul
+    print(f"float32 matmul peak ({matmul_size}^3 tf.matmul): {peak:.1f} GFLOP/s")
+    print(f"the same matmul compiled by XLA: {xla_matmul:.1f} GFLOP/s ({xla_matmul / peak:.0%})")
+
+    # The smoke run's code paths are the same at any rate.
+    dropouts = DROPOUTS[-1:] if args.smoke else DROPOUTS
+    for kind in ("encoder", "decoder"):
+        rows = training_step(kind, sizes, dropouts, repeats, peak)
+        results[f"{kind}_training_step"] = rows
+        print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
+
+    lengths = (64, 128) if args.smoke else ATTENTION_LENGTHS
+    rows = self_attention.run(
+        lengths, ATTENTION_BATCH, sizes["model_dim"], sizes["num_heads"], repeats
+    )
+    results["self_attention"] = rows
+    print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
+
+    if args.smoke:
+        rows = decoding.run([4, 8], batch_size=2, repeats=1, preset="tiny")
+    else:
+        rows = decoding.run([32, 64, 128, 256], batch_size=8, repeats=repeats, preset="tiny")
+    results["greedy_decoding"] = rows
+    print("\ngreedy decoding, cached against uncached")
+    decoding.print_table(rows)
+
+    rows = serving_rows(32, 8 if args.smoke else 32, repeats)
+    results["serving"] = rows
+    print_table(
+        "exported serving_default against in-process decoding",
+        rows,
+        [
+            ("batch_size", "batch", "d"),
+            ("exported_ms", "exported ms", ".1f"),
+            ("in_process_ms", "in-process ms", ".1f"),
+            ("exported_over_in_process", "exported/in-process", ".2f"),
+        ],
+    )
+
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.json, results)
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
