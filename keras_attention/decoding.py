@@ -20,6 +20,7 @@ target, `end_id` (default 2) ends it.
 import keras
 from keras import ops, tree
 
+from keras_attention.layers._multi_head import check_positive_int
 from keras_attention.models.transformer_lm import TransformerLM
 
 PAD_ID, START_ID, END_ID = 0, 1, 2
@@ -282,5 +283,4 @@ def _check_positive_int(name, value):
     TF graph (such as an exported signature) may pass one, and clamps it."""
     if ops.is_tensor(value) and "int" in str(value.dtype) and len(value.shape) == 0:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    check_positive_int(name, value)

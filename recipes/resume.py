@@ -84,9 +84,13 @@ class Checkpoints:
             for path in staging.iterdir():
                 with open(path, "rb") as file:
                     os.fsync(file.fileno())
-            if final.exists():  # the same step again (a rerun): replace it
-                shutil.rmtree(final)
-            os.rename(staging, final)
+            if final.exists():  # the same step again (a rerun): swap, then remove the old
+                retired = Path(tempfile.mkdtemp(prefix=".old-", dir=self.directory))
+                os.replace(final, retired / final.name)
+                os.rename(staging, final)
+                shutil.rmtree(retired)
+            else:
+                os.rename(staging, final)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

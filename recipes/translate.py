@@ -19,6 +19,7 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets
 from keras_attention.data.pipeline import translation_batches
+from keras_attention.export.signatures import token_ids
 from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.recipes import common
 
@@ -120,12 +121,13 @@ def build_model(config, source_tokenizer, target_tokenizer):
 
 
 def translate(model, source_tokenizer, target_tokenizer, sources, config):
-    """Python strings in, Python strings out, decoded in batches in a graph."""
+    """Python strings in, Python strings out, decoded in batches in a graph,
+    with the export's input steps (UTF-8 repair, tokenise, truncate)."""
     max_length = config.max_length
 
     @tf.function(reduce_retracing=True)
     def decode(batch):
-        ids = source_tokenizer.tokenize(batch)[:, :max_length].to_tensor()
+        ids = token_ids(source_tokenizer, batch, max_length)
         if config.beam_size > 1:
             output, _ = decoding.beam_search(model, ids, max_length, beam_size=config.beam_size)
         else:

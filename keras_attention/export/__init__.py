@@ -27,6 +27,7 @@ from keras_attention.export.layout import (
     write_warmup_requests,
 )
 from keras_attention.export.signatures import MAX_BEAM_SIZE, make_server
+from keras_attention.layers._multi_head import check_positive_int
 
 __all__ = [
     "MAX_BEAM_SIZE",
@@ -82,9 +83,8 @@ def export_model(
     Returns:
         The `Path` of the version folder, `base_path/name/VERSION`.
     """
-    for argument, value in (("max_length", max_length), ("beam_size", beam_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{argument}` must be a positive integer. Received: {value!r}")
+    check_positive_int("max_length", max_length)
+    check_positive_int("beam_size", beam_size)
     if beam_size > MAX_BEAM_SIZE:
         raise ValueError(f"`beam_size` must be at most {MAX_BEAM_SIZE}. Received: {beam_size}")
     if not name or "/" in str(name) or str(name).startswith("."):

@@ -63,6 +63,20 @@ def test_the_two_newest_are_kept_and_nothing_half_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in checkpoints.saved())
 
 
+def test_saving_the_same_position_again_replaces_it_whole(tmp_path):
+    # A rerun of a finished command saves its last position again.
+    model = small_model()
+    checkpoints = Checkpoints(tmp_path)
+    checkpoints.save(model, Position(1, 0))
+    train(model)
+    checkpoints.save(model, Position(1, 0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-00001-step-0000000"]
+    fresh = small_model(seed=1)
+    assert checkpoints.restore(fresh) == Position(1, 0)
+    for restored, expected in zip(state(fresh), state(model), strict=True):
+        np.testing.assert_array_equal(restored, expected)
+
+
 def test_a_save_that_fails_leaves_nothing(tmp_path, monkeypatch):
     model = small_model()
     checkpoints = Checkpoints(tmp_path)
