@@ -190,3 +190,39 @@ def test_bad_arguments():
         layer(random(B, T, D), padding_mask=np.zeros((B, T), "float32"))
     with pytest.raises(ValueError, match="cache_index"):
         layer(random(B, 1, D), cache=layer.initial_cache(B, T))
+
+
+def gradient_of_weighted_sum(function, scores, upstream):
+    """d/d scores of sum(function(scores) * upstream), on the active backend."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return np.asarray(jax.grad(lambda s: (function(s) * upstream).sum())(scores))
+    import tensorflow as tf
+
+    scores = tf.constant(scores)
+    with tf.GradientTape() as tape:
+        tape.watch(scores)
+        loss = tf.reduce_sum(function(scores) * upstream)
+    return tape.gradient(loss, scores).numpy()
+
+
+def test_softmax_gradient_matches_the_jacobian():
+    # The softmax's own backward pass (fewer [Tq, Tk] buffers) against the
+    # Jacobian written out: d w_i / d s_j = w_i (delta_ij - w_j).
+    from keras_attention.layers import _attention
+
+    scores, upstream = random(2, 3, 4, 5, seed=1), random(2, 3, 4, 5, seed=2)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    jacobian = weights[..., :, None] * (np.eye(5) - weights[..., None, :])
+    expected = np.einsum("...ij,...i->...j", jacobian, upstream)
+    got = gradient_of_weighted_sum(_attention.softmax, scores, upstream)
+    np.testing.assert_allclose(to_numpy(_attention.softmax(scores)), weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
+
+    # Masked keys get weight 0, so no gradient either.
+    mask = np.arange(5) < 3
+    got = gradient_of_weighted_sum(lambda s: _attention.masked_softmax(s, mask), scores, upstream)
+    np.testing.assert_array_equal(got[..., 3:], 0)
+    assert np.abs(got[..., :3]).sum() > 0

@@ -15,6 +15,7 @@ to 1e-3 and exact match to one test example in 24.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -98,28 +99,48 @@ def assert_same_run(reference_dir, resumed_dir, exact):
         np.testing.assert_allclose(a, b, atol=1e-6 if exact else 1e-3, rtol=0)
 
 
-@pytest.mark.parametrize(
-    "strategy, damage",
-    [("default", None), ("default", "truncate the newest"), ("mirrored", None)],
-)
-def test_a_killed_run_resumes_at_the_same_step(strategy, damage, dates_data_dir, tmp_path):
-    env = {"LOGICAL_CPUS": "2"} if strategy == "mirrored" else {}
-    extra = ["--strategy", strategy, *(DISTRIBUTED if strategy != "default" else ())]
-    reference = finish(run(flags(dates_data_dir, tmp_path / "reference", *extra), env))
-    assert reference[0] == 0, reference[2][-3000:]
-
-    output_dir = tmp_path / "killed"
-    killed = finish(run(flags(dates_data_dir, output_dir, *extra), {**env, "KILL_AT": KILL_AT}))
+def kill_and_keep(arguments, output_dir, env):
+    """Runs until KILL_AT, SIGKILLs, checks what is left; returns the stdout."""
+    killed = finish(run(arguments, {**env, "KILL_AT": KILL_AT}))
     assert killed[0] == -signal.SIGKILL, killed[2][-3000:]
     assert not (output_dir / "evaluation.json").exists()
     checkpoints = output_dir / "checkpoints"
-    newest = checkpoints / NEWEST_BEFORE_KILL
     assert sorted(p.name for p in checkpoints.iterdir())[-1] == NEWEST_BEFORE_KILL
+    return killed[1]
+
+
+def assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir, exact):
+    """Epoch 2 (resumed part way) and 3 end with the reference's losses."""
+    assert resumed[0] == 0, resumed[2][-3000:]
+    reference_losses = epoch_losses(reference[1])
+    assert_same_losses(epoch_losses(killed_stdout), reference_losses[:1], exact)
+    assert_same_losses(epoch_losses(resumed[1]), reference_losses[1:], exact)
+    assert_same_run(output_dir.parent / "reference", output_dir, exact)
+
+
+@pytest.fixture(scope="module")
+def default_strategy_runs(dates_data_dir, tmp_path_factory):
+    """One uninterrupted run and one killed run, shared by the tests that
+    resume the killed one (each on its own copy)."""
+    folder = tmp_path_factory.mktemp("default_strategy")
+    reference = finish(run(flags(dates_data_dir, folder / "reference")))
+    assert reference[0] == 0, reference[2][-3000:]
+    killed = kill_and_keep(flags(dates_data_dir, folder / "killed"), folder / "killed", {})
+    return folder, reference, killed
+
+
+@pytest.mark.parametrize("damage", [None, "truncate the newest"])
+def test_a_killed_run_resumes_at_the_same_step(damage, default_strategy_runs, dates_data_dir):
+    folder, reference, killed_stdout = default_strategy_runs
+    output_dir = folder / ("resumed-damaged" if damage else "resumed")
+    shutil.copytree(folder / "killed", output_dir)
+    checkpoints = output_dir / "checkpoints"
+    newest = checkpoints / NEWEST_BEFORE_KILL
     if damage:  # as if the disk lost half of it: the one before is used
         weights = newest / "model.weights.h5"
         weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
-    resumed = finish(run(flags(dates_data_dir, output_dir, *extra), env))
+    resumed = finish(run(flags(dates_data_dir, output_dir)))
     assert resumed[0] == 0, resumed[2][-3000:]
     if damage:
         assert f"checkpoint {newest} is unreadable" in resumed[1]
@@ -130,11 +151,21 @@ def test_a_killed_run_resumes_at_the_same_step(strategy, damage, dates_data_dir,
         )
     else:
         assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
-    # Epoch 2 (resumed part way) and 3 end with the reference's losses.
-    exact = strategy == "default"
-    assert_same_losses(epoch_losses(killed[1]), epoch_losses(reference[1])[:1], exact)
-    assert_same_losses(epoch_losses(resumed[1]), epoch_losses(reference[1])[1:], exact)
-    assert_same_run(tmp_path / "reference", output_dir, exact)
+    assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir, exact=True)
+
+
+def test_a_killed_mirrored_run_resumes_at_the_same_step(dates_data_dir, tmp_path):
+    env = {"LOGICAL_CPUS": "2"}
+    extra = ["--strategy", "mirrored", *DISTRIBUTED]
+    reference = finish(run(flags(dates_data_dir, tmp_path / "reference", *extra), env))
+    assert reference[0] == 0, reference[2][-3000:]
+    output_dir = tmp_path / "killed"
+    killed_stdout = kill_and_keep(flags(dates_data_dir, output_dir, *extra), output_dir, env)
+    resumed = finish(run(flags(dates_data_dir, output_dir, *extra), env))
+    assert resumed[0] == 0, resumed[2][-3000:]
+    newest = output_dir / "checkpoints" / NEWEST_BEFORE_KILL
+    assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
+    assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir, exact=False)
 
 
 def cluster(arguments, env_for=lambda index: {}):
