@@ -36,15 +36,14 @@ def race(functions, repeats, warmup=2):
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def matmul_peak_gflops(size, repeats, jit_compile=False):
-    """Achieved float32 GFLOP/s of one large `tf.matmul` [size, size] x [size, size]:
-    the most this machine's TensorFlow gets out of its cores (`jit_compile`:
-    what XLA's own matmul gets)."""
+def matmul(size, jit_compile=False):
+    """One large float32 `tf.matmul` [size, size] x [size, size], as a
+    blocking call, and its FLOPs: the most this machine's TensorFlow gets out
+    of its cores (`jit_compile`: what XLA's own matmul gets)."""
     a = tf.random.normal((size, size), seed=1)
     b = tf.random.normal((size, size), seed=2)
-    matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)[0]), jit_compile=jit_compile)
-    seconds = median_seconds(lambda: matmul().numpy(), repeats)
-    return 2 * size**3 / seconds / 1e9
+    product = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)[0]), jit_compile=jit_compile)
+    return (lambda: product().numpy()), 2 * size**3
 
 
 def peak_memory_mib(function, device="CPU:0"):

@@ -28,12 +28,12 @@ def smoke(tmp_path_factory):
 
 def test_every_training_contender_ran(smoke):
     results, stdout = smoke
-    assert results["matmul_peak_gflops"] > 0 and results["xla_matmul_gflops"] > 0
     for kind in ("encoder", "decoder"):
         rows = results[f"{kind}_training_step"]
         ran = {(row["contender"], row["xla"]) for row in rows}
         assert ran == {(c, x) for c in contenders.CONTENDERS for x in (True, False)}
         assert all(row["ms_per_step"] > 0 and row["gflops"] > 0 for row in rows)
+        assert all(row["matmul_peak_gflops"] > 0 and row["xla_matmul_gflops"] > 0 for row in rows)
         ours = [row for row in rows if row["contender"] == run.OURS]
         assert all(row["ours_speedup"] == 1 for row in ours)
         assert f"{kind} training step" in stdout
@@ -60,3 +60,14 @@ def test_flop_counts_match_a_hand_count():
     # Cross-attention adds Q and output projections over the target, K and V
     # over the (equally long) context, and its two products: 128 + 32.
     assert run.decoder_flops(**sizes) == 3 * run.NUM_LAYERS * (layer_forward + 2 * 160)
+
+
+def test_the_report_renders_every_section(smoke):
+    from benchmarks import report
+
+    results, _ = smoke
+    text = report.report(results)
+    for title in ("Encoder training step", "Decoder training step", "Self-attention alone"):
+        assert f"#### {title}" in text
+    assert text.count("| keras_hub |") == 2 * len(results["encoder_training_step"]) // 3
+    assert report.xla_bound(results, "encoder") > 0

@@ -1,0 +1,139 @@
+"""The results of `benchmarks.run` as Markdown tables, for benchmarks/README.md.
+
+python -m benchmarks.report benchmarks/results.json
+"""
+
+import argparse
+import json
+
+
+def table(headers, rows):
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def training_table(rows):
+    return table(
+        ["dropout", "XLA", "contender", "ms/step", "tokens/s", "GFLOP/s", "of peak", "ours faster"],
+        [
+            [
+                f"{row['dropout']:.1f}",
+                "yes" if row["xla"] else "no",
+                row["contender"],
+                f"{row['ms_per_step']:.0f}",
+                f"{row['tokens_per_s']:.0f}",
+                f"{row['gflops']:.1f}",
+                f"{row['share_of_peak']:.0%}",
+                f"{row['ours_speedup']:.2f}x",
+            ]
+            for row in rows
+        ],
+    )
+
+
+def xla_bound(results, kind):
+    """How much faster than KerasHub (XLA, the lowest dropout measured) any
+    implementation could be if it did nothing but its matrix multiplications,
+    each at the speed of XLA's own large matmul."""
+    hub = min(
+        (
+            row
+            for row in results[f"{kind}_training_step"]
+            if row["contender"] == "keras_hub" and row["xla"]
+        ),
+        key=lambda row: row["dropout"],
+    )
+    flops = hub["gflops"] * hub["ms_per_step"] * 1e6  # GFLOP/s x ms
+    matmuls_only_ms = flops / (hub["xla_matmul_gflops"] * 1e6)
+    return hub["ms_per_step"] / matmuls_only_ms
+
+
+def peaks(rows, size):
+    """The matmul peaks timed in each race of a training-step table."""
+    seen = {}
+    for row in rows:
+        seen[row["dropout"]] = (row["matmul_peak_gflops"], row["xla_matmul_gflops"])
+    return (
+        "Matmul peak timed in the same race ("
+        + "; ".join(
+            f"dropout {dropout:.1f}: `tf.matmul` {size}³ **{peak:.1f} GFLOP/s**, "
+            f"XLA's {xla:.1f} ({xla / peak:.0%})"
+            for dropout, (peak, xla) in seen.items()
+        )
+        + ")."
+    )
+
+
+def report(results):
+    parts = [
+        "An encoder step that did nothing but its matrix multiplications, each at "
+        "the speed of XLA's own large matmul, would be "
+        f"**{xla_bound(results, 'encoder'):.2f}x** KerasHub's XLA step without dropout: "
+        "the most any implementation could gain over it under XLA.",
+        "#### Encoder training step (2 layers)",
+        peaks(results["encoder_training_step"], results["matmul_size"]),
+        training_table(results["encoder_training_step"]),
+        "#### Decoder training step (2 layers, cross-attention)",
+        peaks(results["decoder_training_step"], results["matmul_size"]),
+        training_table(results["decoder_training_step"]),
+        "#### Self-attention alone, forward + backward (B=1, d_model=256, 4 heads)",
+        table(
+            ["T", "contender", "ms", "peak MiB", "ours faster", "ours/peer memory"],
+            [
+                [
+                    str(row["length"]),
+                    row["contender"],
+                    f"{row['ms']:.1f}",
+                    f"{row['peak_mib']:.0f}",
+                    f"{row['ours_speedup']:.2f}x",
+                    "" if row["ours_memory_ratio"] is None else f"{row['ours_memory_ratio']:.2f}",
+                ]
+                for row in results["self_attention"]
+            ],
+        ),
+        "#### Greedy decoding, with and without the KV cache (tiny Transformer, batch 8)",
+        table(
+            ["output tokens", "cached s", "uncached s", "uncached/cached"],
+            [
+                [
+                    str(row["output_tokens"]),
+                    f"{row['cached_s']:.3f}",
+                    f"{row['uncached_s']:.3f}",
+                    f"{row['uncached_over_cached']:.2f}x",
+                ]
+                for row in results["greedy_decoding"]
+            ],
+        ),
+        "#### Exported `serving_default` against in-process decoding (batch 32)",
+        table(
+            [
+                "exported ms",
+                "in-process ms",
+                "in-process, beam size as a tensor, ms",
+                "exported/in-process",
+            ],
+            [
+                [
+                    f"{row['exported_ms']:.1f}",
+                    f"{row['in_process_ms']:.1f}",
+                    f"{row['in_process_tensor_beam_ms']:.1f}",
+                    f"{row['exported_over_in_process']:.2f}x",
+                ]
+                for row in results["serving"]
+            ],
+        ),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="the JSON file `benchmarks.run` wrote")
+    args = parser.parse_args(argv)
+    with open(args.results) as file:
+        print(report(json.load(file)), end="")
+
+
+if __name__ == "__main__":
+    main()
