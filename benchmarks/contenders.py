@@ -15,9 +15,10 @@ from keras_attention.layers import MultiHeadSelfAttention, TransformerBlock, Tra
 EPSILON = 1e-5
 
 
-class KerasCoreEncoderBlock(keras.layers.Layer):
-    """Encoder block from `keras.layers.MultiHeadAttention`, what a user of
-    Keras core writes (as in the tensorflow.org Transformer tutorial)."""
+class KerasCoreBlock(keras.layers.Layer):
+    """Encoder block (or with `cross_attention`, decoder block) from
+    `keras.layers.MultiHeadAttention`, what a user of Keras core writes (as
+    in the tensorflow.org Transformer tutorial)."""
 
     def __init__(self, num_heads, intermediate_dim, dropout, cross_attention=False, **kwargs):
         super().__init__(**kwargs)
@@ -61,9 +62,18 @@ class KerasCoreSelfAttention(keras.layers.MultiHeadAttention):
         return super().call(x, x, training=training)
 
 
-def encoder_block(contender, num_heads, intermediate_dim, dropout):
+# kind -> (ours, KerasHub's)
+BLOCKS = {
+    "encoder": (TransformerBlock, keras_hub.layers.TransformerEncoder),
+    "decoder": (TransformerDecoderBlock, keras_hub.layers.TransformerDecoder),
+}
+
+
+def block(kind, contender, num_heads, intermediate_dim, dropout):
+    """One `kind` ("encoder" or "decoder") block of `contender`."""
+    ours, keras_hubs = BLOCKS[kind]
     if contender == "keras_attention":
-        return TransformerBlock(
+        return ours(
             num_heads,
             intermediate_dim,
             dropout,
@@ -71,29 +81,9 @@ def encoder_block(contender, num_heads, intermediate_dim, dropout):
             layer_norm_epsilon=EPSILON,
         )
     if contender == "keras_hub":
-        return keras_hub.layers.TransformerEncoder(
-            intermediate_dim, num_heads, dropout=dropout, layer_norm_epsilon=EPSILON
-        )
+        return keras_hubs(intermediate_dim, num_heads, dropout=dropout, layer_norm_epsilon=EPSILON)
     if contender == "keras_core":
-        return KerasCoreEncoderBlock(num_heads, intermediate_dim, dropout)
-    raise ValueError(f"Unknown contender: {contender!r}")
-
-
-def decoder_block(contender, num_heads, intermediate_dim, dropout):
-    if contender == "keras_attention":
-        return TransformerDecoderBlock(
-            num_heads,
-            intermediate_dim,
-            dropout,
-            attention_dropout=dropout,
-            layer_norm_epsilon=EPSILON,
-        )
-    if contender == "keras_hub":
-        return keras_hub.layers.TransformerDecoder(
-            intermediate_dim, num_heads, dropout=dropout, layer_norm_epsilon=EPSILON
-        )
-    if contender == "keras_core":
-        return KerasCoreEncoderBlock(num_heads, intermediate_dim, dropout, cross_attention=True)
+        return KerasCoreBlock(num_heads, intermediate_dim, dropout, kind == "decoder")
     raise ValueError(f"Unknown contender: {contender!r}")
 
 

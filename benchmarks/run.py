@@ -80,9 +80,10 @@ def training_model(kind, contender, sizes, dropout, jit_compile):
     if kind == "decoder":
         context = keras.Input(shape)
         inputs.append(context)
-    make_block = contenders.encoder_block if kind == "encoder" else contenders.decoder_block
     for _ in range(NUM_LAYERS):
-        block = make_block(contender, sizes["num_heads"], sizes["intermediate_dim"], dropout)
+        block = contenders.block(
+            kind, contender, sizes["num_heads"], sizes["intermediate_dim"], dropout
+        )
         x = block(x) if kind == "encoder" else block(x, context)
     model = keras.Model(inputs, x)
     model.compile(optimizer=keras.optimizers.Adam(1e-4), loss="mse", jit_compile=jit_compile)
