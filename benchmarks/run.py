@@ -1,7 +1,7 @@
 """Speed and memory, side by side with the peers, in one run.
 
-    python -m benchmarks.run                  # the full run (about 10 min on 2 cores)
-    python -m benchmarks.run --smoke          # seconds: checks that it all still runs
+    python -m benchmarks.run                  # the full run (about 7 minutes on 2 cores)
+    python -m benchmarks.run --smoke          # tiny sizes (about a minute): checks it all runs
 
 Prints one table per section and writes every figure to a JSON file
 (`--json`, default `benchmarks/results.json`). Sections:
@@ -225,7 +225,7 @@ ATTENTION_COLUMNS = [
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, few repeats: seconds")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: about a minute")
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per figure")
     parser.add_argument("--json", default="benchmarks/results.json", help="where to write")
     args = parser.parse_args(argv)
