@@ -10,14 +10,7 @@ def median_seconds(function, repeats, warmup=2):
     """Median wall time of `function()` over `repeats` calls, after `warmup`
     calls that trace, compile and fill caches. `function` must block until
     its result is computed (return numpy values, or call `.numpy()`)."""
-    for _ in range(warmup):
-        function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return race({"function": function}, repeats, warmup)["function"]
 
 
 def race(functions, repeats, warmup=2):
