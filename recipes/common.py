@@ -363,6 +363,17 @@ def fit(model, train_batches, validation, config, output_dir):
     `train_batches(epoch)` gives that epoch's training batches, the same
     ones every time it is asked. Every worker resumes from the chief's
     checkpoints, which only the chief writes.
+
+    Each `fit` is told how many steps its epoch has. Left to find the end
+    of the data itself, Keras calls the train step once more on the spent
+    iterator, and the ops of that call that do not wait for data still run:
+    the optimizer's step counter is incremented (one phantom step an
+    epoch), and under `mirrored` on some replicas' copies of it and not
+    others, as timing falls. The next step then applies Adam's bias
+    correction for different steps on different replicas, and their copies
+    of the weights drift apart (measured: the replicas' weights differed
+    after the first step of an epoch in about half the runs; two
+    uninterrupted runs ended apart).
     """
     checkpoints = resume.Checkpoints(
         Path(config.output_dir) / "checkpoints",
@@ -372,16 +383,21 @@ def fit(model, train_batches, validation, config, output_dir):
         start = checkpoints.restore(model)
     if start.epoch >= config.epochs:
         print(f"Training is complete ({config.epochs} epochs); evaluating.")
+    # The same every epoch: batches are full and drawn from buckets of
+    # lengths, so their number does not depend on the order.
+    steps_per_epoch = count_batches(train_batches(start.epoch))
     tensorboard = keras.callbacks.TensorBoard(str(output_dir / "logs"))
     progress = resume.EpochProgress(config.epochs)
     started = time.time()
     for epoch in range(start.epoch, config.epochs):
         position = start if epoch == start.epoch else resume.Position(epoch)
-        if position.step and not any(True for _ in train_batches(epoch).skip(position.step)):
+        if position.step >= steps_per_epoch:
             continue  # killed between the epoch's last step and its end
         # A fresh dataset: its first pass has the order the killed run's had.
         model.fit(
             train_batches(epoch).skip(position.step),
+            steps_per_epoch=steps_per_epoch - position.step,
+            shuffle=False,  # the pipeline shuffles, with a seed per epoch
             validation_data=validation,
             initial_epoch=epoch,
             epochs=epoch + 1,
@@ -395,6 +411,11 @@ def fit(model, train_batches, validation, config, output_dir):
             ],
         )
     return time.time() - started
+
+
+def count_batches(dataset):
+    """The number of batches in one pass of `dataset`."""
+    return int(dataset.reduce(0, lambda count, _: count + 1))
 
 
 def export(config, output_dir, model, tokenizer, target_tokenizer=None, **kwargs):

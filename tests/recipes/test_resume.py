@@ -3,8 +3,9 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from keras_attention.recipes import resume
+from keras_attention.recipes import common, resume
 from keras_attention.recipes.resume import Checkpoints, Position
 
 
@@ -141,3 +142,21 @@ def test_a_nan_loss_stops_training_with_a_message():
             verbose=0,
             callbacks=[resume.StopOnNaN(Position(2, 1))],
         )
+
+
+def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
+    """Left to find the end of the data itself, Keras runs the train step once
+    more on the spent iterator, and the optimizer's step counter moves there
+    (under `mirrored` on some replicas only, as timing falls, so the replicas'
+    weights drift apart). `common.fit` gives each epoch its number of steps."""
+    config = common.TrainingConfig(output_dir=str(tmp_path), epochs=2, checkpoint_every=100)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(), "mse")
+
+    def batches(epoch):  # of unknown number, as bucketed batches are
+        features, targets = np.ones((40, 3), "float32"), np.ones((40, 1), "float32")
+        dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(8)
+        return dataset.filter(lambda features, targets: True)
+
+    common.fit(model, batches, None, config, tmp_path)
+    assert int(model.optimizer.iterations.numpy()) == 2 * 5
