@@ -386,6 +386,9 @@ def fit(model, train_batches, validation, config, output_dir):
     # The same every epoch: batches are full and drawn from buckets of
     # lengths, so their number does not depend on the order.
     steps_per_epoch = count_batches(train_batches(start.epoch))
+    # The same for the validation pass, which would otherwise warn that its
+    # input "ran out of data" at the end of every epoch.
+    validation_steps = count_batches(validation) if validation is not None else None
     tensorboard = keras.callbacks.TensorBoard(str(output_dir / "logs"))
     progress = resume.EpochProgress(config.epochs)
     started = time.time()
@@ -399,6 +402,7 @@ def fit(model, train_batches, validation, config, output_dir):
             steps_per_epoch=steps_per_epoch - position.step,
             shuffle=False,  # the pipeline shuffles, with a seed per epoch
             validation_data=validation,
+            validation_steps=validation_steps,
             initial_epoch=epoch,
             epochs=epoch + 1,
             verbose=2,

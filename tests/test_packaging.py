@@ -14,8 +14,10 @@ import pytest
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 CHECK = """
-import importlib.util, os
+import importlib.metadata, importlib.util, os
 import keras_attention.layers, keras_attention.models, keras_attention.recipes
+# One version, written in the package and read by the packaging.
+assert importlib.metadata.version("keras-attention") == keras_attention.__version__
 print(keras_attention.models.__file__)
 print(keras_attention.recipes.__file__)
 # The user's own `models` folder is what `import models` finds; we install none.
