@@ -27,18 +27,22 @@ from keras_attention.recipes import common
 class ClassifyConfig(common.TrainingConfig):
     """What `python -m keras_attention.recipes.classify` trains, evaluates and exports."""
 
-    dataset: str = "multilingual_dates/language_id"  # TFDS name of (text, label) pairs
-    train_split: str = "train"  # TFDS split to train on
-    validation_split: str = "validation"  # TFDS split to watch during training
-    test_split: str = "test"  # TFDS split to evaluate on
-    max_length: int = 64  # tokens kept per text; longer ones are truncated
-    learning_rate: float = 1e-3  # peak learning rate (constant schedule)
-    output_dir: str = "runs/classify"  # where everything of this run is written
-    export_name: str = "classify"  # the model's name in TF Serving
-
-    def __post_init__(self):
-        super().__post_init__()
-        common.check_choice("dataset", self.dataset, datasets.CLASSIFICATION)
+    dataset: str = common.flag(
+        "multilingual_dates/language_id",
+        "TFDS name of (text, label) pairs",
+        choices=datasets.CLASSIFICATION,
+    )
+    train_split: str = common.flag("train", "TFDS split to train on")
+    validation_split: str = common.flag("validation", "TFDS split to watch during training")
+    test_split: str = common.flag("test", "TFDS split to evaluate on")
+    max_length: int = common.flag(
+        64, "tokens kept per text; longer ones are truncated", positive=True
+    )
+    learning_rate: float = common.flag(
+        1e-3, "peak learning rate (constant schedule)", positive=True
+    )
+    output_dir: str = common.flag("runs/classify", "where everything of this run is written")
+    export_name: str = common.flag("classify", "the model's name in TF Serving")
 
 
 PRESETS = {
@@ -100,7 +104,7 @@ def run(config):
             tokenizer.vocabulary_size,
             len(label_names),
             preset=config.model_preset,
-            **config.builder_overrides(),
+            **config.model_overrides,
         )
         model.compile(
             optimizer=common.make_optimizer(config, model.model_dim),

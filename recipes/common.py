@@ -3,9 +3,9 @@ loss and learning-rate schedule of the paper, callbacks, safe file writes."""
 
 import argparse
 import dataclasses
-import inspect
-import re
+import json
 import time
+import typing
 from pathlib import Path
 
 import keras
@@ -27,32 +27,28 @@ from keras_attention.training import (  # noqa: F401
 )
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+SCHEDULES = ("constant", "warmup")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-# --- Config: a dataclass, a flag per field, the field's comment as its help ---
+# --- Config: a dataclass, one flag per field, the field's help as its help ---
 
 
-def field_comments(config_class):
-    """`{field: comment}` from the `name: type = default  # comment` lines of
-    the class and the config classes it extends (its own comments win)."""
-    comments = {}
-    for klass in reversed(config_class.__mro__):
-        if dataclasses.is_dataclass(klass):
-            source = inspect.getsource(klass)
-            comments.update(
-                re.findall(r"^\s+(\w+):[^#\n=]*=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
-            )
-    return comments
+def flag(default, help, *, positive=False, choices=None):
+    """A config field and its command-line flag: the default, the help text,
+    and what it accepts (`positive`: > 0 when given; `choices`: one of these).
+    A mutable default (a dict) is copied for every config."""
+    metadata = {"help": help, "positive": positive, "choices": tuple(choices or ())}
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def document_flags(config_class):
-    """Adds the command's flags, with each field's comment, to the config's
+    """Adds the command's flags, with each field's help, to the config's
     docstring, so the API reference lists them."""
-    comments = field_comments(config_class)
     lines = [
-        f"- `--{field.name.replace('_', '-')}` (default `{_default(field)!r}`): "
-        f"{comments.get(field.name, '')}"
+        f"- `{flag_name(field)}` (default `{_default(field)!r}`): {field.metadata['help']}"
         for field in dataclasses.fields(config_class)
     ]
     config_class.__doc__ = (
@@ -61,10 +57,14 @@ def document_flags(config_class):
     return config_class
 
 
+def flag_name(field):
+    return "--" + field.name.replace("_", "-")
+
+
 def _default(field):
     if field.default is not dataclasses.MISSING:
         return field.default
-    return field.default_factory() if field.default_factory is not dataclasses.MISSING else None
+    return field.default_factory()
 
 
 @document_flags
@@ -72,60 +72,63 @@ def _default(field):
 class TrainingConfig:
     """The fields every recipe has; each recipe's config adds its own."""
 
-    data_dir: str | None = None  # TFDS data folder; None uses TFDS's default
-    tokenizer: str = "character"  # character, or subword (SentencePiece)
-    vocabulary_size: int = 8000  # subword vocabulary size, reserved ids included
-    model_preset: str = "tiny"  # the builder's preset, e.g. tiny, base, big
-    model_overrides: str = ""  # builder arguments, "dropout=0.1,num_layers=3"
-    train_examples: int | None = None  # use only the first N training examples (quick runs)
-    test_examples: int | None = None  # evaluate on only the first N test examples
-    max_length: int = 48  # tokens kept per sequence; longer ones are truncated
-    batch_size: int = 64  # global batch size, split over the replicas
-    epochs: int = 3  # passes over the training split
-    shuffle: bool = True  # reshuffle the training examples every epoch
-    learning_rate: float = 2e-3  # peak learning rate (constant schedule)
-    schedule: str = "constant"  # constant, or warmup: the paper's rsqrt schedule
-    warmup_steps: int = 4000  # linear warm-up steps of the warmup schedule
-    adam_beta_1: float = 0.9  # Adam beta_1
-    adam_beta_2: float = 0.98  # Adam beta_2 (the paper's 0.98)
-    adam_epsilon: float = 1e-9  # Adam epsilon (the paper's 1e-9)
-    strategy: str = "default"  # default, mirrored, multi_worker or tpu
-    precision: str = "float32"  # float32, mixed_float16 or mixed_bfloat16
-    jit_compile: bool = False  # compile the train step with XLA
-    checkpoint_every: int = 500  # steps between checkpoints (resume points)
-    seed: int = 0  # seed of weights, shuffling, dropout and sampling
-    deterministic: bool = False  # deterministic TF ops: the same seed, the same weights (slower)
-    output_dir: str = "runs/train"  # where everything of this run is written
-    export_dir: str | None = None  # TF Serving base folder; None: <output-dir>/serving
-    export_name: str = "model"  # the model's name in TF Serving: <export-dir>/<name>/<version>
-    export_version: int | None = None  # None: one more than the highest version there
-    overwrite_export: bool = False  # replace --export-version if it already exists
-
-    # Fields that must be positive when given; recipes add theirs.
-    positive_fields = (
-        "vocabulary_size",
-        "train_examples",
-        "test_examples",
-        "max_length",
-        "batch_size",
-        "epochs",
-        "learning_rate",
-        "warmup_steps",
-        "checkpoint_every",
-        "export_version",
+    data_dir: str | None = flag(None, "TFDS data folder; None uses TFDS's default")
+    tokenizer: str = flag("character", "character, or subword (SentencePiece)", choices=TOKENIZERS)
+    vocabulary_size: int = flag(
+        8000, "subword vocabulary size, reserved ids included", positive=True
     )
+    model_preset: str = flag("tiny", "the builder's preset, e.g. tiny, base, big")
+    model_overrides: dict = flag(
+        {}, 'builder arguments, as JSON: \'{"dropout": 0.1, "num_layers": 3}\''
+    )
+    train_examples: int | None = flag(
+        None, "use only the first N training examples (quick runs)", positive=True
+    )
+    test_examples: int | None = flag(
+        None, "evaluate on only the first N test examples", positive=True
+    )
+    max_length: int = flag(48, "tokens kept per sequence; longer ones are truncated", positive=True)
+    batch_size: int = flag(64, "global batch size, split over the replicas", positive=True)
+    epochs: int = flag(3, "passes over the training split", positive=True)
+    shuffle: bool = flag(True, "reshuffle the training examples every epoch")
+    learning_rate: float = flag(2e-3, "peak learning rate (constant schedule)", positive=True)
+    schedule: str = flag(
+        "constant", "constant, or warmup: the paper's rsqrt schedule", choices=SCHEDULES
+    )
+    warmup_steps: int = flag(4000, "linear warm-up steps of the warmup schedule", positive=True)
+    adam_beta_1: float = flag(0.9, "Adam beta_1")
+    adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
+    adam_epsilon: float = flag(1e-9, "Adam epsilon (the paper's 1e-9)")
+    strategy: str = flag("default", "default, mirrored, multi_worker or tpu", choices=STRATEGIES)
+    precision: str = flag("float32", "float32, mixed_float16 or mixed_bfloat16", choices=PRECISIONS)
+    jit_compile: bool = flag(False, "compile the train step with XLA")
+    checkpoint_every: int = flag(500, "steps between checkpoints (resume points)", positive=True)
+    seed: int = flag(0, "seed of weights, shuffling, dropout and sampling")
+    deterministic: bool = flag(
+        False, "deterministic TF ops: the same seed, the same weights (slower)"
+    )
+    output_dir: str = flag("runs/train", "where everything of this run is written")
+    export_dir: str | None = flag(None, "TF Serving base folder; None: <output-dir>/serving")
+    export_name: str = flag(
+        "model", "the model's name in TF Serving: <export-dir>/<name>/<version>"
+    )
+    export_version: int | None = flag(
+        None, "None: one more than the highest version there", positive=True
+    )
+    overwrite_export: bool = flag(False, "replace --export-version if it already exists")
 
     def __post_init__(self):
-        check_choice("tokenizer", self.tokenizer, TOKENIZERS)
-        check_choice("schedule", self.schedule, ("constant", "warmup"))
-        check_choice("strategy", self.strategy, STRATEGIES)
-        check_choice("precision", self.precision, PRECISIONS)
-        for name in self.positive_fields:
-            check_positive(name, getattr(self, name))
-        self.builder_overrides()  # fails early on a malformed --model-overrides
-
-    def builder_overrides(self):
-        return literal_overrides(self.model_overrides)
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.metadata["choices"]:
+                check_choice(field.name, value, field.metadata["choices"])
+            if field.metadata["positive"]:
+                check_positive(field.name, value)
+        if not isinstance(self.model_overrides, dict):
+            raise ValueError(
+                "--model-overrides must be a JSON object of builder arguments; "
+                f"got {self.model_overrides!r}"
+            )
 
 
 def main(config_class, presets, run, argv=None, description=None):
@@ -153,7 +156,6 @@ def parse_config(config_class, presets, argv=None, description=None):
     Flags override the preset's values; the preset overrides the defaults.
     Bad values exit with a message naming the flag (argparse), not a traceback.
     """
-    comments = field_comments(config_class)
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -164,16 +166,22 @@ def parse_config(config_class, presets, argv=None, description=None):
         help="named settings; the flags below override them",
     )
     for field in dataclasses.fields(config_class):
-        kind = _base_type(field.type)
-        flag = "--" + field.name.replace("_", "-")
-        help_text = comments.get(field.name, "")
+        kind = _value_type(field)
+        help_text = field.metadata["help"]
         if kind is bool:
             parser.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
+                flag_name(field),
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
             )
         else:
             parser.add_argument(
-                flag, type=kind, default=None, help=help_text, metavar=kind.__name__.upper()
+                flag_name(field),
+                type=_json_object if kind is dict else kind,
+                default=None,
+                help=help_text,
+                metavar="JSON" if kind is dict else kind.__name__.upper(),
             )
     args = vars(parser.parse_args(argv))
     values = dict(presets[args.pop("preset")])
@@ -185,34 +193,24 @@ def parse_config(config_class, presets, argv=None, description=None):
     return config
 
 
-def _base_type(annotation):
-    """`int`, `float`, `str` or `bool` from an annotation like `int | None`."""
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    for kind in (bool, int, float, str):
-        if re.search(rf"\b{kind.__name__}\b", str(text) or str(annotation)):
-            return kind
-    return str
+def _value_type(field):
+    """`int` from `int`, and from `int | None`."""
+    kinds = [
+        kind for kind in typing.get_args(field.type) or (field.type,) if kind is not type(None)
+    ]
+    return kinds[0]
 
 
-def literal_overrides(text):
-    """`"dropout=0.1,cell=lstm"` -> `{"dropout": 0.1, "cell": "lstm"}`: builder
-    arguments from one flag, numbers and True/False/None as Python values."""
-    overrides = {}
-    for item in filter(None, text.split(",")):
-        name, _, value = item.partition("=")
-        if not value:
-            raise ValueError(f"--model-overrides takes name=value pairs; got {item!r}")
-        overrides[name.strip()] = _literal(value.strip())
-    return overrides
-
-
-def _literal(text):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"True": True, "False": False, "None": None}.get(text, text)
+def _json_object(text):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"a JSON object is needed, like '{{\"dropout\": 0.1}}'; got {text!r}"
+        )
+    return value
 
 
 def check_choice(name, value, choices):

@@ -28,19 +28,15 @@ from keras_attention.recipes import common
 class LanguageModelConfig(common.TrainingConfig):
     """What `python -m keras_attention.recipes.language_model` trains, evaluates and exports."""
 
-    dataset: str = "multilingual_dates"  # TFDS name; its source or text side is the corpus
-    prompt_tokens: int = 4  # tokens of each test text given as a prompt
-    top_k: int = 5  # completions sample among the k most likely tokens
-    output_dir: str = "runs/language_model"  # where everything of this run is written
-    export_name: str = "language_model"  # the model's name in TF Serving
-
-    positive_fields = (*common.TrainingConfig.positive_fields, "prompt_tokens", "top_k")
-
-    def __post_init__(self):
-        super().__post_init__()
-        common.check_choice(
-            "dataset", self.dataset, sorted(datasets.TRANSLATION) + sorted(datasets.CLASSIFICATION)
-        )
+    dataset: str = common.flag(
+        "multilingual_dates",
+        "TFDS name; its source or text side is the corpus",
+        choices=sorted(datasets.TRANSLATION) + sorted(datasets.CLASSIFICATION),
+    )
+    prompt_tokens: int = common.flag(4, "tokens of each test text given as a prompt", positive=True)
+    top_k: int = common.flag(5, "completions sample among the k most likely tokens", positive=True)
+    output_dir: str = common.flag("runs/language_model", "where everything of this run is written")
+    export_name: str = common.flag("language_model", "the model's name in TF Serving")
 
 
 PRESETS = {
@@ -85,7 +81,7 @@ def run(config):
         model = build_transformer_lm(
             tokenizer.vocabulary_size,
             preset=config.model_preset,
-            **config.builder_overrides(),
+            **config.model_overrides,
         )
         model.compile(
             optimizer=common.make_optimizer(config, model.model_dim),

@@ -31,23 +31,23 @@ MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_a
 class TranslateConfig(common.TrainingConfig):
     """What `python -m keras_attention.recipes.translate` trains, evaluates and exports."""
 
-    dataset: str = "multilingual_dates"  # TFDS name of (source, target) pairs
-    reverse: bool = False  # swap source and target (WMT14 de-en read as en -> de)
-    shared_vocabulary: bool = False  # one subword vocabulary for both languages
-    model: str = "transformer"  # transformer or seq2seq_attention
-    label_smoothing: float = 0.0  # label smoothing of the loss (paper: 0.1)
-    beam_size: int = 1  # 1: greedy decoding for evaluation, >1: beam search
-    eval_batch_size: int = 256  # batch size for decoding the test split
-    epochs: int = 8  # passes over the training split
-    output_dir: str = "runs/translate"  # where everything of this run is written
-    export_name: str = "translate"  # the model's name in TF Serving
-
-    positive_fields = (*common.TrainingConfig.positive_fields, "beam_size", "eval_batch_size")
+    dataset: str = common.flag(
+        "multilingual_dates", "TFDS name of (source, target) pairs", choices=datasets.TRANSLATION
+    )
+    reverse: bool = common.flag(False, "swap source and target (WMT14 de-en read as en -> de)")
+    shared_vocabulary: bool = common.flag(False, "one subword vocabulary for both languages")
+    model: str = common.flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
+    label_smoothing: float = common.flag(0.0, "label smoothing of the loss (paper: 0.1)")
+    beam_size: int = common.flag(
+        1, "1: greedy decoding for evaluation, >1: beam search", positive=True
+    )
+    eval_batch_size: int = common.flag(256, "batch size for decoding the test split", positive=True)
+    epochs: int = common.flag(8, "passes over the training split", positive=True)
+    output_dir: str = common.flag("runs/translate", "where everything of this run is written")
+    export_name: str = common.flag("translate", "the model's name in TF Serving")
 
     def __post_init__(self):
         super().__post_init__()
-        common.check_choice("dataset", self.dataset, datasets.TRANSLATION)
-        common.check_choice("model", self.model, MODELS)
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"--label-smoothing must be in [0, 1); got {self.label_smoothing}")
 
@@ -72,7 +72,7 @@ PRESETS = {
     # Bahdanau-attention RNN on the same task.
     "dates_bahdanau": dict(
         model="seq2seq_attention",
-        model_overrides="attention=bahdanau",
+        model_overrides={"attention": "bahdanau"},
         output_dir="runs/translate_bahdanau",
     ),
     # The tensorflow.org Transformer tutorial's data set (download needed).
@@ -116,7 +116,7 @@ def build_model(config, source_tokenizer, target_tokenizer):
         source_tokenizer.vocabulary_size,
         target_tokenizer.vocabulary_size,
         preset=config.model_preset,
-        **config.builder_overrides(),
+        **config.model_overrides,
     )
 
 

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import keras
@@ -57,9 +58,10 @@ def test_token_accuracy_ignores_padding():
     assert float(to_numpy(metric.result())) == pytest.approx(2 / 3)
 
 
-def test_flags_come_from_the_config_with_its_comments(capsys):
-    comments = common.field_comments(TranslateConfig)
-    assert comments["batch_size"] == "global batch size, split over the replicas"
+def test_flags_come_from_the_config_fields(capsys):
+    fields = {field.name: field for field in dataclasses.fields(TranslateConfig)}
+    assert fields["batch_size"].metadata["help"] == "global batch size, split over the replicas"
+    assert "- `--batch-size` (default `64`): global batch size" in TranslateConfig.__doc__
     with pytest.raises(SystemExit):
         common.parse_config(TranslateConfig, PRESETS, ["--help"])
     help_text = capsys.readouterr().out
@@ -68,7 +70,13 @@ def test_flags_come_from_the_config_with_its_comments(capsys):
         TranslateConfig, PRESETS, ["--preset", "dates_bahdanau", "--epochs", "3", "--jit-compile"]
     )
     assert (config.model, config.epochs, config.jit_compile) == ("seq2seq_attention", 3, True)
-    assert config.data_dir is None
+    assert config.data_dir is None and config.model_overrides == {"attention": "bahdanau"}
+    config = common.parse_config(
+        TranslateConfig, PRESETS, ["--model-overrides", '{"dropout": 0.0, "num_layers": 1}']
+    )
+    assert config.model_overrides == {"dropout": 0.0, "num_layers": 1}
+    # Each config gets its own copy of a dict default.
+    assert TranslateConfig().model_overrides is not TranslateConfig().model_overrides
 
 
 @pytest.mark.parametrize(
@@ -78,7 +86,8 @@ def test_flags_come_from_the_config_with_its_comments(capsys):
         (["--batch-size", "0"], "--batch-size must be positive"),
         (["--batch-size", "many"], "invalid int value: 'many'"),
         (["--preset", "wmt99"], "invalid choice: 'wmt99'"),
-        (["--model-overrides", "dropout"], "name=value pairs"),
+        (["--model-overrides", "dropout=0.1"], "--model-overrides: not JSON"),
+        (["--model-overrides", "[1, 2]"], "a JSON object is needed"),
         (["--model", "lstm"], "--model must be one of"),
         (["--precision", "float8"], "--precision must be one of"),
         (["--learning-rate", "-1"], "--learning-rate must be positive"),
@@ -88,7 +97,6 @@ def test_flags_come_from_the_config_with_its_comments(capsys):
 )
 def test_bad_flags_exit_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        config = common.parse_config(TranslateConfig, PRESETS, argv)
-        config.builder_overrides()
+        common.parse_config(TranslateConfig, PRESETS, argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err

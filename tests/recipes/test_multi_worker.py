@@ -91,7 +91,7 @@ def test_the_translate_recipe_trains_like_one_process(tmp_path):
         "--batch-size",
         "16",
         "--model-overrides",
-        "dropout=0.0",
+        '{"dropout": 0.0}',
         # tf.data's seeded shuffle orders examples differently once distributed,
         # so the comparison with one process runs unshuffled.
         "--no-shuffle",

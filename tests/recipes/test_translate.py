@@ -117,7 +117,7 @@ def test_ted_preset_with_subwords_on_mock_data(tmp_path, capsys):
         "--test-examples",
         "8",
         "--model-overrides",
-        "num_layers=1",
+        '{"num_layers": 1}',
     ]
     with tfds.testing.mock_data(num_examples=32, policy=tfds.testing.MockPolicy.USE_CODE):
         translate.main(flags)
