@@ -20,11 +20,8 @@ target, `end_id` (default 2) ends it.
 import keras
 from keras import ops, tree
 
-from keras_attention.layers._multi_head import check_positive_int
 from keras_attention.models.transformer_lm import TransformerLM
-
-PAD_ID, START_ID, END_ID = 0, 1, 2
-NEG_INF = -1e9  # float32-safe "impossible" log-probability
+from keras_attention.utils import END_ID, NEG_INF, PAD_ID, START_ID, check_positive_int
 
 
 def greedy_search(model, inputs, max_length, start_id=START_ID, end_id=END_ID, use_cache=True):

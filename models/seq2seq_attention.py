@@ -14,10 +14,10 @@ import keras
 from keras import ops
 
 from keras_attention.layers import BahdanauAttention, LuongAttention
-from keras_attention.layers._multi_head import check_positive_int, check_rate
 from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import padding_mask
 from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.utils import Layer, check_choice, check_positive_int, check_rate
 
 PRESETS = {
     "tiny": dict(embedding_dim=32, units=64),
@@ -28,13 +28,8 @@ CELLS = {"gru": keras.layers.GRU, "lstm": keras.layers.LSTM}
 ATTENTIONS = ("bahdanau", "luong")
 
 
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {tuple(choices)}. Received: {name}={value!r}")
-
-
 @keras.saving.register_keras_serializable(package="keras_attention")
-class AttentionDecoder(keras.layers.Layer):
+class AttentionDecoder(Layer):
     """The decoder RNN with attention, one step at a time (`step`) or over a
     whole target sequence (`call`, a scan of `step`).
 
@@ -56,8 +51,8 @@ class AttentionDecoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_choice("cell", cell, CELLS)
-        _check_choice("attention", attention, ATTENTIONS)
+        check_choice("cell", cell, CELLS)
+        check_choice("attention", attention, ATTENTIONS)
         self.units = check_positive_int("units", units)
         self.cell_type = cell
         self.attention_type = attention
@@ -169,10 +164,6 @@ class AttentionDecoder(keras.layers.Layer):
         )
         return config
 
-    def compute_output_spec(self, *args, **kwargs):
-        # Trace `call` (see keras_attention.layers._multi_head.Layer).
-        return super(keras.layers.Layer, self).compute_output_spec(*args, **kwargs)
-
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class Seq2SeqAttention(ZooModel):
@@ -200,7 +191,7 @@ class Seq2SeqAttention(ZooModel):
         check_positive_int("target_vocabulary_size", target_vocabulary_size)
         check_positive_int("embedding_dim", embedding_dim)
         check_positive_int("units", units)
-        _check_choice("cell", cell, CELLS)
+        check_choice("cell", cell, CELLS)
         check_rate("dropout", dropout)
         policy = pop_dtype_policy(kwargs)
 

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._multi_head import check_positive_int
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
@@ -14,6 +13,7 @@ from keras_attention.models.transformer_stacks import (
     sinusoidal_positions,
 )
 from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.utils import check_choice, check_positive_int
 
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
@@ -41,8 +41,7 @@ PRESETS = {
 
 def resolve_preset(presets, preset, overrides):
     """The preset's arguments updated with the caller's; clear error on a bad name."""
-    if preset not in presets:
-        raise ValueError(f"`preset` must be one of {sorted(presets)}. Received: preset={preset!r}")
+    check_choice("preset", preset, sorted(presets))
     return {**presets[preset], **overrides}
 
 

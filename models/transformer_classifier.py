@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._multi_head import check_positive_int
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import (
@@ -13,6 +12,7 @@ from keras_attention.models.transformer_stacks import (
     sinusoidal_positions,
 )
 from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.utils import check_choice, check_positive_int
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
@@ -47,8 +47,7 @@ class TransformerClassifier(ZooModel):
     ):
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("num_classes", num_classes)
-        if pooling not in POOLINGS:
-            raise ValueError(f"`pooling` must be one of {POOLINGS}. Received: pooling={pooling!r}")
+        check_choice("pooling", pooling, POOLINGS)
         policy = pop_dtype_policy(kwargs)
 
         self.pooling = pooling  # read by `logits`, which builds the graph below

@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from keras_attention.layers import PositionEmbedding
-from keras_attention.layers._multi_head import check_positive_int
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import (
@@ -15,6 +14,7 @@ from keras_attention.models.transformer_stacks import (
     sinusoidal_positions,
 )
 from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.utils import check_choice, check_positive_int
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
@@ -57,10 +57,7 @@ class TransformerLM(ZooModel):
         **kwargs,
     ):
         check_positive_int("vocabulary_size", vocabulary_size)
-        if positions not in POSITIONS:
-            raise ValueError(
-                f"`positions` must be one of {POSITIONS}. Received: positions={positions!r}"
-            )
+        check_choice("positions", positions, POSITIONS)
         if positions == "learned" and max_length is None:
             raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
         policy = pop_dtype_policy(kwargs)

@@ -13,10 +13,10 @@ from keras_attention.layers import (
     TransformerBlock,
     TransformerDecoderBlock,
 )
-from keras_attention.layers._multi_head import check_positive_int, check_rate, pack_outputs
+from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
 
 
-class _Stack(keras.layers.Layer):
+class _Stack(Layer):
     """Arguments and blocks common to both stacks."""
 
     block_class = None
@@ -66,10 +66,6 @@ class _Stack(keras.layers.Layer):
             }
         )
         return config
-
-    def compute_output_spec(self, *args, **kwargs):
-        # Trace `call` (see keras_attention.layers._multi_head.Layer).
-        return super(keras.layers.Layer, self).compute_output_spec(*args, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -21,12 +21,13 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import keras
 import numpy as np
+
+from keras_attention.files import write_folder_atomically
 
 POSITION_FILE = "position.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -74,26 +75,15 @@ class Checkpoints:
     def save(self, model, position):
         if not self.writer:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
+
+        def write(folder):
+            model.save_weights(folder / WEIGHTS_FILE)
+            np.savez(folder / RANDOM_STATE_FILE, *[v.numpy() for v in _random_states(model)])
+            (folder / POSITION_FILE).write_text(json.dumps(dataclasses.asdict(position)))
+
+        # The same step again (a rerun) replaces the old one whole.
         final = self.directory / f"epoch-{position.epoch:05d}-step-{position.step:07d}"
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.directory))
-        try:
-            model.save_weights(staging / WEIGHTS_FILE)
-            np.savez(staging / RANDOM_STATE_FILE, *[v.numpy() for v in _random_states(model)])
-            (staging / POSITION_FILE).write_text(json.dumps(dataclasses.asdict(position)))
-            for path in staging.iterdir():
-                with open(path, "rb") as file:
-                    os.fsync(file.fileno())
-            if final.exists():  # the same step again (a rerun): swap, then remove the old
-                retired = Path(tempfile.mkdtemp(prefix=".old-", dir=self.directory))
-                os.replace(final, retired / final.name)
-                os.rename(staging, final)
-                shutil.rmtree(retired)
-            else:
-                os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        write_folder_atomically(final, write, replace=True)
         for old in self.saved()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from keras_attention.utils import END_ID, PAD_ID, START_ID, UNKNOWN_ID  # noqa: F401
+
 PAD, START, END, UNKNOWN = "<pad>", "<s>", "</s>", "<unk>"
 RESERVED = (PAD, START, END, UNKNOWN)
-PAD_ID, START_ID, END_ID, UNKNOWN_ID = range(4)
 TOKENIZERS = ("character", "subword")
 
 

@@ -27,7 +27,7 @@ from keras_attention.export.layout import (
     write_warmup_requests,
 )
 from keras_attention.export.signatures import MAX_BEAM_SIZE, make_server
-from keras_attention.layers._multi_head import check_positive_int
+from keras_attention.utils import check_positive_int
 
 __all__ = [
     "MAX_BEAM_SIZE",

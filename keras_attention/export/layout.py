@@ -7,14 +7,11 @@ ignores: it is not an integer) and renamed into place only when complete, so
 the server never sees half a version.
 """
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import tensorflow as tf
 
-from keras_attention.files import write_atomically
+from keras_attention.files import write_atomically, write_folder_atomically
 
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 
@@ -58,32 +55,7 @@ def write_version(model_dir, write, version=None, overwrite=False):
             f"{final} already exists; pass overwrite=True (--overwrite) to replace it, "
             "or leave out the version to write the next one"
         )
-    model_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=model_dir))
-    try:
-        write(staging)
-        _sync_tree(staging)
-        if overwrite and final.exists():  # swap, then remove the old version
-            retired = Path(tempfile.mkdtemp(prefix=f".old-{version}-", dir=model_dir))
-            os.replace(final, retired / "version")
-            os.rename(staging, final)
-            shutil.rmtree(retired)
-        else:
-            # rename refuses to replace a non-empty folder, so two exports
-            # racing for one version cannot clobber each other.
-            os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return final
-
-
-def _sync_tree(folder):
-    """Flushes every file to disk before the rename makes the version visible."""
-    for path in sorted(Path(folder).rglob("*")):
-        if path.is_file():
-            with open(path, "rb") as file:
-                os.fsync(file.fileno())
+    return write_folder_atomically(final, write, replace=overwrite)
 
 
 def write_warmup_requests(version_dir, requests, model_name):

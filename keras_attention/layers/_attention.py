@@ -10,10 +10,7 @@ shape `[B, T]`, an attention mask `[B, Tq, Tk]`.
 import keras
 from keras import ops
 
-# Added to the scores of masked keys before the softmax. Large enough that
-# exp() of it is exactly 0 in float32, small enough that it never overflows:
-# the softmax always runs in float32, whatever the layer's compute dtype.
-MASKED_SCORE = -1e9
+from keras_attention.utils import NEG_INF
 
 
 def check_mask(name, mask, rank, shape=None):
@@ -104,7 +101,7 @@ def masked_softmax(scores, mask=None):
     """
     scores = ops.cast(scores, "float32")
     if mask is not None:
-        scores = ops.where(mask, scores, MASKED_SCORE)
+        scores = ops.where(mask, scores, NEG_INF)  # exp() gives exactly 0
     return softmax(scores)
 
 

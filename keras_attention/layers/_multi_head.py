@@ -8,55 +8,12 @@ import keras
 from keras import ops
 
 from keras_attention.layers._attention import scaled_dot_product_attention
-from keras_attention.saving import build_from_config, versioned
-
-
-def clone_initializer(initializer):
-    """A fresh copy, so two sub-layers never share one seeded initializer."""
-    initializer = keras.initializers.get(initializer)
-    return initializer.__class__.from_config(initializer.get_config())
-
-
-def check_positive_int(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-    return value
-
-
-def check_rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ValueError(f"`{name}` must be a float in [0, 1). Received: {name}={value!r}")
-    return float(value)
-
-
-def pack_outputs(output, attention_scores=None, cache=None):
-    """The main output, then the attention scores and the cache when given:
-    one tensor when neither is, else a tuple."""
-    extras = tuple(x for x in (attention_scores, cache) if x is not None)
-    return (output, *extras) if extras else output
-
-
-class Layer(keras.layers.Layer):
-    """Base of the package's layers that may return extra outputs.
-
-    `compute_output_shape` describes the main output; the symbolic output
-    spec is traced from `call`, so the optional outputs (attention scores,
-    caches) get the right shapes and dtypes too.
-    """
-
-    def compute_output_spec(self, *args, **kwargs):
-        # Skip `keras.layers.Layer`'s version, which would build the spec from
-        # `compute_output_shape` alone, and trace `call` (`keras.Operation`).
-        return super(keras.layers.Layer, self).compute_output_spec(*args, **kwargs)
-
-    def get_config(self):
-        return versioned(super().get_config())
-
-    @classmethod
-    def from_config(cls, config):
-        return build_from_config(cls, config, super().from_config)
+from keras_attention.utils import (
+    Layer,
+    check_positive_int,
+    check_rate,
+    clone_initializer,
+)
 
 
 class MultiHeadAttentionBase(Layer):

@@ -7,7 +7,7 @@ Private to the package; the two public layers only say how a score is made.
 from keras import ops
 
 from keras_attention.layers._attention import check_mask, masked_softmax
-from keras_attention.layers._multi_head import Layer
+from keras_attention.utils import Layer
 
 
 class RNNAttention(Layer):

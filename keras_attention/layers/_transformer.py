@@ -6,12 +6,7 @@ Private to the package.
 
 import keras
 
-from keras_attention.layers._multi_head import (
-    Layer,
-    check_positive_int,
-    check_rate,
-    clone_initializer,
-)
+from keras_attention.utils import Layer, check_positive_int, check_rate, clone_initializer
 
 
 class TransformerBlockBase(Layer):

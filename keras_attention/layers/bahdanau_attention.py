@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._multi_head import check_positive_int, clone_initializer
 from keras_attention.layers._rnn_attention import RNNAttention
+from keras_attention.utils import check_positive_int, clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

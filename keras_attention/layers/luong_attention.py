@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._multi_head import check_positive_int, clone_initializer
 from keras_attention.layers._rnn_attention import RNNAttention
+from keras_attention.utils import check_choice, check_positive_int, clone_initializer
 
 SCORES = ("dot", "general", "concat")
 
@@ -51,8 +51,7 @@ class LuongAttention(RNNAttention):
 
     def __init__(self, units=None, score="general", kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if score not in SCORES:
-            raise ValueError(f"`score` must be one of {SCORES}. Received: score={score!r}")
+        check_choice("score", score, SCORES)
         if units is not None and score != "concat":
             raise ValueError(
                 f"`units` is only used by score='concat'. Received: units={units!r} "

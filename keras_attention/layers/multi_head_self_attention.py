@@ -2,7 +2,8 @@ import keras
 from keras import ops
 
 from keras_attention.layers._attention import causal_mask, check_mask, key_mask, merge_masks
-from keras_attention.layers._multi_head import MultiHeadAttentionBase, pack_outputs
+from keras_attention.layers._multi_head import MultiHeadAttentionBase
+from keras_attention.utils import pack_outputs
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

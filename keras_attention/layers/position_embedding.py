@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._multi_head import check_positive_int
 from keras_attention.layers.positional_encoding import check_length_fits
+from keras_attention.utils import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

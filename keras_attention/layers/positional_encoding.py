@@ -3,7 +3,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.layers._multi_head import check_positive_int
+from keras_attention.utils import check_positive_int
 
 
 def check_length_fits(length, start_index, max_length):

@@ -1,10 +1,10 @@
 import keras
 
 from keras_attention.layers._attention import merge_masks
-from keras_attention.layers._multi_head import pack_outputs
 from keras_attention.layers._transformer import TransformerBlockBase
 from keras_attention.layers.multi_head_cross_attention import MultiHeadCrossAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attention.utils import pack_outputs
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
