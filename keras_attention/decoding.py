@@ -1,13 +1,7 @@
 """Batched decoding for every model of the zoo: greedy, beam search, sampling.
 
-Each model class provides two hooks:
-
-- `decoding_start(inputs, max_length, use_cache)`: runs the encoder once and
-  returns the state the loop carries (KV caches, the cross-attention keys and
-  values, RNN states), every tensor batch first;
-- `decoding_step(token_ids, index, state)`: float32 logits `[B, V]` for the
-  token after position `index` of `token_ids [B, max_length]`, and the new
-  state. With a cache only position `index` is run.
+The loops talk to a model only through the `Decodable` protocol below, so a
+new model decodes (and exports) by implementing it.
 
 The loops are `keras.ops.while_loop`s over fixed-size buffers, so they trace
 into a `tf.function` (and compile with XLA) and export in a SavedModel. They
@@ -17,11 +11,36 @@ Token ids: 0 is padding (never generated), `start_id` (default 1) starts a
 target, `end_id` (default 2) ends it.
 """
 
+from typing import Protocol
+
 import keras
 from keras import ops, tree
 
-from keras_attention.models.transformer_lm import TransformerLM
 from keras_attention.utils import END_ID, NEG_INF, PAD_ID, START_ID, check_positive_int
+
+
+class Decodable(Protocol):
+    """What a model provides to be decoded (`Transformer`, `Seq2SeqAttention`
+    and `TransformerLM` do).
+
+    `is_decoder_only`: True for a language model, whose inputs are prompts
+    (`[B, P]`, right-padded with 0) that decoding continues, returning each
+    prompt with its continuation. False for an encoder-decoder, whose inputs
+    are source ids; decoding starts from `start_id` and returns only what
+    it generated.
+    """
+
+    is_decoder_only: bool
+
+    def decoding_start(self, inputs, max_length, use_cache=True):
+        """Runs what is computed once (the encoder, the cross-attention keys
+        and values) and returns the state the loop carries (KV caches, RNN
+        states): a structure of tensors, each batch first."""
+
+    def decoding_step(self, token_ids, index, state):
+        """Float32 logits `[B, V]` for the token after position `index` of
+        `token_ids [B, max_length]`, and the new state. With a cache only
+        position `index` is run."""
 
 
 def greedy_search(model, inputs, max_length, start_id=START_ID, end_id=END_ID, use_cache=True):
@@ -256,7 +275,7 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
 def _prompt(model, inputs, start_id):
     """The tokens each sequence starts from: the prompt for a language model,
     the start token for an encoder-decoder."""
-    if isinstance(model, TransformerLM):
+    if model.is_decoder_only:
         return ops.cast(inputs, "int32"), True
     return ops.full((ops.shape(inputs)[0], 1), start_id, "int32"), False
 

@@ -91,7 +91,6 @@ AXES = {
     "encoder_self_attention": ("source", "source"),
     "decoder_self_attention": ("target", "target"),
     "decoder_cross_attention": ("target", "source"),
-    "cross_attention": ("target", "source"),  # the RNN decoder's attention
     "self_attention": ("source", "source"),  # classifier and language model
 }
 

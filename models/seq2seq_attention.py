@@ -173,6 +173,9 @@ class Seq2SeqAttention(ZooModel):
     0), output logits `[B, T, V]` carrying the target padding mask.
     """
 
+    task = "translation"  # what `keras_attention.export` serves it as
+    is_decoder_only = False  # see `keras_attention.decoding.Decodable`
+
     def __init__(
         self,
         source_vocabulary_size,
@@ -187,6 +190,7 @@ class Seq2SeqAttention(ZooModel):
         dropout=0.0,
         **kwargs,
     ):
+        bidirectional, input_feeding = bool(bidirectional), bool(input_feeding)
         check_positive_int("source_vocabulary_size", source_vocabulary_size)
         check_positive_int("target_vocabulary_size", target_vocabulary_size)
         check_positive_int("embedding_dim", embedding_dim)
@@ -247,18 +251,13 @@ class Seq2SeqAttention(ZooModel):
         )
 
         # === Config ===
-        self._set_config(
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            embedding_dim=embedding_dim,
-            units=units,
-            cell=cell,
-            bidirectional=bool(bidirectional),
-            attention=attention,
-            luong_score=luong_score,
-            input_feeding=bool(input_feeding),
-            dropout=dropout,
-        )
+        self._set_config(locals())
+
+    @property
+    def model_dim(self):
+        """The width the warm-up learning-rate schedule scales with: the RNN's
+        units (the Transformer's is its `model_dim`)."""
+        return self.units
 
     def encode(self, source_ids, training=None):
         """Source ids -> (every encoder hidden state `[B, S, De]`, the decoder's
@@ -298,13 +297,14 @@ class Seq2SeqAttention(ZooModel):
         return (logits, outputs[1]) if return_attention_scores else logits
 
     def attention_scores(self, inputs):
-        """`{"cross_attention": [[B, 1, T, S]]}`: one layer with one "head"."""
+        """`{"decoder_cross_attention": [[B, 1, T, S]]}`: one layer with one
+        "head" (the same key as the Transformer's)."""
         source_ids, target_ids = inputs["source_ids"], inputs["target_ids"]
         encoder_outputs, rnn_states = self.encode(source_ids)
         _, weights = self.decode(
             target_ids, encoder_outputs, rnn_states, source_ids, return_attention_scores=True
         )
-        return {"cross_attention": [ops.expand_dims(weights, 1)]}
+        return {"decoder_cross_attention": [ops.expand_dims(weights, 1)]}
 
     # --- Decoding (see keras_attention.decoding) ---
 

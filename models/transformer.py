@@ -59,6 +59,9 @@ class Transformer(ZooModel):
     `decoding_start` / `decoding_step` for `keras_attention.decoding`.
     """
 
+    task = "translation"  # what `keras_attention.export` serves it as
+    is_decoder_only = False  # see `keras_attention.decoding.Decodable`
+
     def __init__(
         self,
         source_vocabulary_size,
@@ -124,18 +127,7 @@ class Transformer(ZooModel):
         )
 
         # === Config ===
-        self._set_config(
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            num_layers=num_layers,
-            model_dim=model_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            share_embeddings=share_embeddings,
-            tie_output_embeddings=tie_output_embeddings,
-        )
+        self._set_config(locals())
 
     def encode(self, source_ids, training=None, return_attention_scores=False):
         """Source ids `[B, S]` -> encoder output `[B, S, D]` (and weights)."""

@@ -32,6 +32,8 @@ class TransformerClassifier(ZooModel):
     outputs; `"first"` takes position 0 (a [CLS] token, as in BERT).
     """
 
+    task = "classification"  # what `keras_attention.export` serves it as
+
     def __init__(
         self,
         vocabulary_size,
@@ -78,17 +80,7 @@ class TransformerClassifier(ZooModel):
         super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
 
         # === Config ===
-        self._set_config(
-            vocabulary_size=vocabulary_size,
-            num_classes=num_classes,
-            num_layers=num_layers,
-            model_dim=model_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            pooling=pooling,
-        )
+        self._set_config(locals())
 
     def encode(self, token_ids, training=None, return_attention_scores=False):
         x = embed(

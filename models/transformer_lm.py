@@ -42,6 +42,9 @@ class TransformerLM(ZooModel):
     embeddings by default, as in GPT-2.
     """
 
+    task = "language_model"  # what `keras_attention.export` serves it as
+    is_decoder_only = True  # see `keras_attention.decoding.Decodable`
+
     def __init__(
         self,
         vocabulary_size,
@@ -94,18 +97,7 @@ class TransformerLM(ZooModel):
         super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
 
         # === Config ===
-        self._set_config(
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            model_dim=model_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            positions=positions,
-            max_length=max_length,
-            tie_output_embeddings=tie_output_embeddings,
-        )
+        self._set_config(locals())
 
     def _embed(self, token_ids, start_index=0, training=None):
         return embed(

@@ -11,8 +11,15 @@ class ZooModel(keras.Model):
     """A functional model built in `__init__`, whose config is its
     constructor's arguments (so it saves to and loads from `.keras` files)."""
 
-    def _set_config(self, **config):
-        """Keeps the constructor's arguments, as attributes and as the config."""
+    def _set_config(self, arguments):
+        """Keeps the constructor's arguments, as attributes and as the config.
+
+        `arguments` is the constructor's `locals()`: of it, the names of the
+        constructor's signature are kept (so each argument is written once,
+        in the signature), with the values they hold at the call.
+        """
+        names = inspect.signature(type(self).__init__).parameters
+        config = {name: arguments[name] for name in names if name not in ("self", "kwargs")}
         self._constructor_config = config
         for name, value in config.items():
             setattr(self, name, value)

@@ -71,100 +71,85 @@ def predict_labels(model, tokenizer, texts, config):
     return np.argmax(logits, axis=-1)
 
 
-def run(config):
-    strategy, output_dir = common.start_run(config)
+class ClassifyRecipe(common.Recipe):
+    """Classification: one vocabulary and the label set from the training
+    split, a Transformer classifier, accuracy on the test split."""
 
-    # Data and vocabulary (from the training split only).
-    train_pairs, label_names = datasets.labelled_texts(
-        config.dataset, config.train_split, config.data_dir
-    )
-    validation_pairs, _ = datasets.labelled_texts(
-        config.dataset, config.validation_split, config.data_dir
-    )
-    if config.train_examples:
-        train_pairs = train_pairs.take(config.train_examples)
-    train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
-    tokenizer = common.train_tokenizer(config, train_texts)
-    common.warn_if_truncated("texts", tokenizer, train_texts, config.max_length)
-    tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
-    common.write_json(output_dir / "labels.json", list(label_names))
+    config_class = ClassifyConfig
+    model_name = "classifier"
 
-    def train_batches(epoch):
-        pairs = classification_batches(
-            train_pairs, tokenizer, **common.batching(config, len(train_texts), epoch)
+    def load(self, split):
+        config = self.config
+        return datasets.labelled_texts(config.dataset, split, config.data_dir)
+
+    def prepare(self, output_dir):
+        config = self.config
+        train_pairs, self.label_names = self.load(config.train_split)
+        if config.train_examples:
+            train_pairs = train_pairs.take(config.train_examples)
+        train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
+        self.tokenizer = common.train_tokenizer(config, train_texts)
+        common.warn_if_truncated("texts", self.tokenizer, train_texts, config.max_length)
+        self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
+        common.write_json(output_dir / "labels.json", list(self.label_names))
+
+        def batches(pairs, **batching):
+            return common.distribute(
+                config, classification_batches(pairs, self.tokenizer, **batching)
+            )
+
+        def train_batches(epoch):
+            return batches(train_pairs, **common.batching(config, len(train_texts), epoch))
+
+        validation = batches(self.load(config.validation_split)[0], **common.batching(config))
+        description = f"{len(train_texts):,} training texts, {len(self.label_names)} classes"
+        return train_batches, validation, description
+
+    def build_model(self):
+        return build_transformer_classifier(
+            self.tokenizer.vocabulary_size,
+            len(self.label_names),
+            preset=self.config.model_preset,
+            **self.config.model_overrides,
         )
-        return common.distribute(config, pairs)
 
-    validation = common.distribute(
-        config, classification_batches(validation_pairs, tokenizer, **common.batching(config))
-    )
+    def loss_and_metrics(self):
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
-    with strategy.scope():
-        model = build_transformer_classifier(
-            tokenizer.vocabulary_size,
-            len(label_names),
-            preset=config.model_preset,
-            **config.model_overrides,
+    def evaluate(self, model):
+        """Accuracy on the test split, and a few examples."""
+        config = self.config
+        test_pairs = self.load(config.test_split)[0].take(config.test_examples or -1)
+        self.test = [(t.decode("utf-8"), int(label)) for t, label in test_pairs.as_numpy_iterator()]
+        self.predictions = predict_labels(model, self.tokenizer, [t for t, _ in self.test], config)
+        correct = int(
+            sum(p == label for p, (_, label) in zip(self.predictions, self.test, strict=True))
         )
-        model.compile(
-            optimizer=common.make_optimizer(config, model.model_dim),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-            jit_compile=config.jit_compile,
-        )
-    print(
-        f"classifier ({config.model_preset}): {model.count_params():,} parameters, "
-        f"{len(train_texts):,} training texts, {len(label_names)} classes, strategy "
-        f"{config.strategy} ({strategy.num_replicas_in_sync} replicas), "
-        f"precision {config.precision}"
-    )
-    training_seconds = common.fit(model, train_batches, validation, config, output_dir)
-
-    # Evaluation on the test split.
-    test_pairs, _ = datasets.labelled_texts(config.dataset, config.test_split, config.data_dir)
-    test = [
-        (t.decode("utf-8"), int(label))
-        for t, label in test_pairs.take(config.test_examples or -1).as_numpy_iterator()
-    ]
-    predictions = predict_labels(model, tokenizer, [t for t, _ in test], config)
-    correct = int(sum(p == label for p, (_, label) in zip(predictions, test, strict=True)))
-    results = {
-        "accuracy": correct / len(test),
-        "test_examples": len(test),
-        "training_seconds": round(training_seconds, 1),
-    }
-    common.write_json(output_dir / "evaluation.json", results)
-    model_path = output_dir / "model.keras"
-    model.save(model_path)
-
-    print(
-        f"\naccuracy on the test split: {results['accuracy']:.2%} ({correct}/{len(test)}), "
-        f"trained in {training_seconds:.0f} s"
-    )
-    for (text, label), prediction in list(zip(test, predictions, strict=True))[:6]:
-        mark = "ok " if prediction == label else "ERR"
         print(
-            f"  {mark} {text[:60]!r:>50} -> {label_names[prediction]} "
-            f"(expected {label_names[label]})"
+            f"\naccuracy on the test split: {correct / len(self.test):.2%} "
+            f"({correct}/{len(self.test)})"
         )
+        names = self.label_names
+        for (text, label), prediction in list(zip(self.test, self.predictions, strict=True))[:6]:
+            mark = "ok " if prediction == label else "ERR"
+            print(f"  {mark} {text[:60]!r:>50} -> {names[prediction]} (expected {names[label]})")
+        return {"accuracy": correct / len(self.test), "test_examples": len(self.test)}
 
-    export_path = common.export(config, output_dir, model, tokenizer, label_names=label_names)
+    def export(self, model, output_dir):
+        return super().export(model, output_dir, label_names=self.label_names)
 
-    # One picture: the last layer's self-attention over the first test text.
-    ids = tokenizer.tokenize(tf.constant([test[0][0]]))[:, : config.max_length].to_tensor()
-    picture = common.draw_self_attention(
-        model,
-        ids.numpy(),
-        tokenizer.vocabulary,
-        output_dir,
-        title=f"{test[0][0][:40]} -> {label_names[predictions[0]]}",
-    )
-    common.print_outputs(output_dir, model_path, export_path, picture)
-    return results
+    def draw(self, model, output_dir, export_path):
+        """The last layer's self-attention over the first test text."""
+        text = self.test[0][0]
+        ids = self.tokenizer.tokenize(tf.constant([text]))[:, : self.config.max_length]
+        title = f"{text[:40]} -> {self.label_names[self.predictions[0]]}"
+        return common.draw_self_attention(
+            model, ids.to_tensor().numpy(), self.tokenizer.vocabulary, output_dir, title
+        )
 
 
 def main(argv=None):
-    return common.main(ClassifyConfig, PRESETS, run, argv, description=__doc__)
+    return common.main(ClassifyRecipe, PRESETS, argv, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -131,16 +131,17 @@ class TrainingConfig:
             )
 
 
-def main(config_class, presets, run, argv=None, description=None):
-    """A recipe's command: parses the flags and calls `run(config)`.
+def main(recipe_class, presets, argv=None, description=None):
+    """A recipe's command: parses the flags into `recipe_class.config_class`
+    and runs the recipe.
 
     What the user must act on (data that is not there, checkpoints that
     cannot be read, a loss that diverged, an export version that exists)
     ends with its message and exit status 1, not a traceback.
     """
-    config = parse_config(config_class, presets, argv, description=description)
+    config = parse_config(recipe_class.config_class, presets, argv, description=description)
     try:
-        return run(config)
+        return recipe_class(config).run()
     except (
         datasets.DataNotFound,
         resume.UnreadableCheckpoints,
@@ -420,21 +421,95 @@ def count_batches(dataset):
     return int(dataset.reduce(0, lambda count, _: count + 1))
 
 
-def export(config, output_dir, model, tokenizer, target_tokenizer=None, **kwargs):
-    """Exports the trained model for TF Serving (see `keras_attention.export`)
-    and returns the version folder."""
-    return export_model(
-        model,
-        config.export_dir or output_dir / "serving",
-        config.export_name,
-        tokenizer,
-        target_tokenizer,
-        max_length=config.max_length,
-        version=config.export_version,
-        overwrite=config.overwrite_export,
-        config=dataclasses.asdict(config),
-        **kwargs,
-    )
+# --- The outline every recipe follows ---
+
+
+class Recipe:
+    """One run of a recipe, in the same order for every recipe: `run()`
+    starts the run (seeds, precision, strategy, its folder and config), then
+    calls the parts each recipe fills in:
+
+    1. `prepare(output_dir)`: the data and the vocabularies (learned from the
+       training split only, saved under `output_dir`); returns
+       `train_batches(epoch)`, the validation batches and a short description
+       of the data for the summary line;
+    2. `build_model()` and `loss_and_metrics()`, under the strategy's scope;
+    3. (training: `fit`, shared);
+    4. `evaluate(model)`: the test split's results, a dict, which `run`
+       writes to `evaluation.json` before saving `model.keras`;
+    5. `export(model, output_dir)`: the SavedModel for TF Serving;
+    6. `draw(model, output_dir, export_path)`: an attention map.
+    """
+
+    config_class = TrainingConfig
+    model_name = "model"  # how the summary line names the model
+
+    def __init__(self, config):
+        self.config = config
+
+    def prepare(self, output_dir):
+        raise NotImplementedError
+
+    def build_model(self):
+        raise NotImplementedError
+
+    def loss_and_metrics(self):
+        return MaskedSparseCrossentropy(), [MaskedAccuracy()]
+
+    def evaluate(self, model):
+        raise NotImplementedError
+
+    def export(self, model, output_dir, target_tokenizer=None, **kwargs):
+        """Exports `model` with `self.tokenizer` for TF Serving (see
+        `keras_attention.export`) and returns the version folder."""
+        config = self.config
+        return export_model(
+            model,
+            config.export_dir or output_dir / "serving",
+            config.export_name,
+            self.tokenizer,
+            target_tokenizer,
+            max_length=config.max_length,
+            version=config.export_version,
+            overwrite=config.overwrite_export,
+            config=dataclasses.asdict(config),
+            **kwargs,
+        )
+
+    def draw(self, model, output_dir, export_path):
+        raise NotImplementedError
+
+    def run(self):
+        config = self.config
+        strategy, output_dir = start_run(config)
+        train_batches, validation, data_description = self.prepare(output_dir)
+        with strategy.scope():
+            model = self.build_model()
+            loss, metrics = self.loss_and_metrics()
+            model.compile(
+                optimizer=make_optimizer(config, model.model_dim),
+                loss=loss,
+                metrics=metrics,
+                jit_compile=config.jit_compile,
+            )
+        print(
+            f"{self.model_name} ({config.model_preset}): {model.count_params():,} parameters, "
+            f"{data_description}, strategy {config.strategy} "
+            f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
+        )
+        training_seconds = fit(model, train_batches, validation, config, output_dir)
+        results = {**self.evaluate(model), "training_seconds": round(training_seconds, 1)}
+        print(f"(trained in {training_seconds:.0f} s)")
+        write_json(output_dir / "evaluation.json", results)
+        model_path = output_dir / "model.keras"
+        model.save(model_path)
+        export_path = self.export(model, output_dir)
+        picture = self.draw(model, output_dir, export_path)
+        print(
+            f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
+            f"TF Serving export: {export_path}\nattention map: {picture}"
+        )
+        return results
 
 
 def draw_self_attention(model, ids, vocabulary, output_dir, title):
@@ -445,13 +520,6 @@ def draw_self_attention(model, ids, vocabulary, output_dir, title):
     picture = output_dir / "attention.png"
     visualize.plot_attention(weights[0], tokens, tokens, path=picture, title=title)
     return picture
-
-
-def print_outputs(output_dir, model_path, export_path, picture):
-    print(
-        f"\nmodel: {model_path}\nevaluation: {output_dir / 'evaluation.json'}\n"
-        f"TF Serving export: {export_path}\nattention map: {picture}"
-    )
 
 
 def set_precision(precision):

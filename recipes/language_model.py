@@ -54,94 +54,78 @@ PRESETS = {
 }
 
 
-def run(config):
-    strategy, output_dir = common.start_run(config)
+class LanguageModelRecipe(common.Recipe):
+    """Language modelling: one vocabulary, a decoder-only Transformer,
+    per-token perplexity on the test split and sampled completions."""
 
-    def texts(split, count=None):
-        corpus = datasets.plain_texts(config.dataset, split, config.data_dir)
+    config_class = LanguageModelConfig
+    model_name = "language model"
+
+    def texts(self, split, count=None):
+        corpus = datasets.plain_texts(self.config.dataset, split, self.config.data_dir)
         return corpus.take(count or -1)
 
-    train_texts = texts("train", config.train_examples)
-    train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
-    tokenizer = common.train_tokenizer(config, train_strings)
-    common.warn_if_truncated("texts", tokenizer, train_strings, config.max_length - 1)
-    tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
+    def prepare(self, output_dir):
+        config = self.config
+        train_texts = self.texts("train", config.train_examples)
+        train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
+        self.tokenizer = common.train_tokenizer(config, train_strings)
+        common.warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
+        self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
 
-    def train_batches(epoch):
-        batches = language_model_batches(
-            train_texts, tokenizer, **common.batching(config, len(train_strings), epoch)
+        def batches(texts, **batching):
+            return common.distribute(
+                config, language_model_batches(texts, self.tokenizer, **batching)
+            )
+
+        def train_batches(epoch):
+            return batches(train_texts, **common.batching(config, len(train_strings), epoch))
+
+        validation = batches(self.texts("validation"), **common.batching(config))
+        return train_batches, validation, f"{len(train_strings):,} training texts"
+
+    def build_model(self):
+        return build_transformer_lm(
+            self.tokenizer.vocabulary_size,
+            preset=self.config.model_preset,
+            **self.config.model_overrides,
         )
-        return common.distribute(config, batches)
 
-    validation = common.distribute(
-        config, language_model_batches(texts("validation"), tokenizer, **common.batching(config))
-    )
+    def evaluate(self, model):
+        """The mean loss per real token of the test split, as perplexity; and
+        completions of the first tokens of test texts, sampled top-k."""
+        config = self.config
+        test_texts = self.texts("test", config.test_examples)
+        test_loss = model.evaluate(
+            language_model_batches(test_texts, self.tokenizer, **common.batching(config)),
+            verbose=0,
+            return_dict=True,
+        )["loss"]
+        print(f"\nper-token perplexity on the test split: {math.exp(test_loss):.3f}")
 
-    with strategy.scope():
-        model = build_transformer_lm(
-            tokenizer.vocabulary_size,
-            preset=config.model_preset,
-            **config.model_overrides,
+        self.examples = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
+        prompts = self.tokenizer.tokenize(tf.constant(self.examples))[:, : config.prompt_tokens]
+        prompts = tf.concat([tf.fill([len(self.examples), 1], START_ID), prompts.to_tensor()], 1)
+        completions = decoding.sample(
+            model, prompts.numpy(), config.max_length, top_k=config.top_k, seed=config.seed
         )
-        model.compile(
-            optimizer=common.make_optimizer(config, model.model_dim),
-            loss=common.MaskedSparseCrossentropy(),
-            metrics=[common.MaskedAccuracy()],
-            jit_compile=config.jit_compile,
+        prompt_texts = self.tokenizer.detokenize(prompts).numpy()
+        completed = self.tokenizer.detokenize(np.asarray(completions)).numpy()
+        for prompt, text in zip(prompt_texts, completed, strict=True):
+            print(f"  {prompt.decode()!r:>12} -> {text.decode()!r}")
+        return {"perplexity": math.exp(test_loss), "test_loss": test_loss}
+
+    def draw(self, model, output_dir, export_path):
+        """The last layer's causal self-attention over a test text."""
+        text_ids = self.tokenizer.tokenize(tf.constant([self.examples[0]])).numpy()[0]
+        ids = np.concatenate([[START_ID], text_ids[: self.config.max_length - 1]])[None]
+        return common.draw_self_attention(
+            model, ids, self.tokenizer.vocabulary, output_dir, title=self.examples[0]
         )
-    print(
-        f"language model ({config.model_preset}): {model.count_params():,} parameters, "
-        f"{len(train_strings):,} training texts, strategy {config.strategy} "
-        f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
-    )
-    training_seconds = common.fit(model, train_batches, validation, config, output_dir)
-
-    # Evaluation: the mean loss per real token of the test split, as perplexity.
-    test_texts = texts("test", config.test_examples)
-    test_loss = model.evaluate(
-        language_model_batches(test_texts, tokenizer, **common.batching(config)),
-        verbose=0,
-        return_dict=True,
-    )["loss"]
-    results = {
-        "perplexity": math.exp(test_loss),
-        "test_loss": test_loss,
-        "training_seconds": round(training_seconds, 1),
-    }
-    common.write_json(output_dir / "evaluation.json", results)
-    model_path = output_dir / "model.keras"
-    model.save(model_path)
-    print(
-        f"\nper-token perplexity on the test split: {results['perplexity']:.3f}, "
-        f"trained in {training_seconds:.0f} s"
-    )
-
-    # Completions: the first tokens of test texts as prompts, sampled top-k.
-    strings = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
-    prompts = tokenizer.tokenize(tf.constant(strings))[:, : config.prompt_tokens]
-    prompts = tf.concat([tf.fill([len(strings), 1], START_ID), prompts.to_tensor()], axis=1)
-    completions = decoding.sample(
-        model, prompts.numpy(), config.max_length, top_k=config.top_k, seed=config.seed
-    )
-    prompt_texts = tokenizer.detokenize(prompts).numpy()
-    completed = tokenizer.detokenize(np.asarray(completions)).numpy()
-    for prompt, text in zip(prompt_texts, completed, strict=True):
-        print(f"  {prompt.decode()!r:>12} -> {text.decode()!r}")
-
-    export_path = common.export(config, output_dir, model, tokenizer)
-
-    # One picture: the last layer's causal self-attention over a test text.
-    text_ids = tokenizer.tokenize(tf.constant([strings[0]])).numpy()[0]
-    ids = np.concatenate([[START_ID], text_ids[: config.max_length - 1]])[None]
-    picture = common.draw_self_attention(
-        model, ids, tokenizer.vocabulary, output_dir, title=strings[0]
-    )
-    common.print_outputs(output_dir, model_path, export_path, picture)
-    return results
 
 
 def main(argv=None):
-    return common.main(LanguageModelConfig, PRESETS, run, argv, description=__doc__)
+    return common.main(LanguageModelRecipe, PRESETS, argv, description=__doc__)
 
 
 if __name__ == "__main__":

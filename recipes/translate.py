@@ -92,32 +92,9 @@ PRESETS = {
 }
 
 
-def load_pairs(config, split):
-    return datasets.translation_pairs(config.dataset, split, config.data_dir, config.reverse)
-
-
-def train_tokenizers(config, train_texts):
-    """Source and target tokenisers, learned from the training split only."""
-    sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
-    if config.shared_vocabulary:
-        shared = common.train_tokenizer(config, sources + targets)
-        return shared, shared
-    return common.train_tokenizer(config, sources), common.train_tokenizer(config, targets)
-
-
 def texts(pairs):
     """Python strings of a (source, target) data set."""
     return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator()]
-
-
-def build_model(config, source_tokenizer, target_tokenizer):
-    builder = MODELS[config.model]
-    return builder(
-        source_tokenizer.vocabulary_size,
-        target_tokenizer.vocabulary_size,
-        preset=config.model_preset,
-        **config.model_overrides,
-    )
 
 
 def translate(model, source_tokenizer, target_tokenizer, sources, config):
@@ -151,115 +128,113 @@ def draw_translation_attention(outputs, path, title):
     return path
 
 
-def run(config):
-    strategy, output_dir = common.start_run(config)
+class TranslateRecipe(common.Recipe):
+    """Translation: a source and a target vocabulary, an encoder-decoder,
+    exact match and sacreBLEU on the test split, an export whose
+    `translate_with_attention` draws the picture."""
 
-    # Data and vocabularies (built from the training split only).
-    train_pairs, validation_pairs = load_pairs(config, "train"), load_pairs(config, "validation")
-    if config.train_examples:
-        train_pairs = train_pairs.take(config.train_examples)
-    train_texts = texts(train_pairs)
-    source_tokenizer, target_tokenizer = train_tokenizers(config, train_texts)
-    common.warn_if_truncated(
-        "sources", source_tokenizer, [s for s, _ in train_texts], config.max_length
-    )
-    common.warn_if_truncated(  # <s> or </s> takes one place
-        "targets", target_tokenizer, [t for _, t in train_texts], config.max_length - 1
-    )
-    source_tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
-    target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
+    config_class = TranslateConfig
 
-    def train_batches(epoch):
-        batches = translation_batches(
-            train_pairs,
-            source_tokenizer,
-            target_tokenizer,
-            **common.batching(config, len(train_texts), epoch),
+    @property
+    def model_name(self):
+        return self.config.model
+
+    def load_pairs(self, split):
+        config = self.config
+        return datasets.translation_pairs(config.dataset, split, config.data_dir, config.reverse)
+
+    def prepare(self, output_dir):
+        config = self.config
+        train_pairs = self.load_pairs("train")
+        if config.train_examples:
+            train_pairs = train_pairs.take(config.train_examples)
+        train_texts = texts(train_pairs)
+        sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
+        if config.shared_vocabulary:
+            self.tokenizer = self.target_tokenizer = common.train_tokenizer(
+                config, sources + targets
+            )
+        else:
+            self.tokenizer = common.train_tokenizer(config, sources)
+            self.target_tokenizer = common.train_tokenizer(config, targets)
+        common.warn_if_truncated("sources", self.tokenizer, sources, config.max_length)
+        # <s> or </s> takes one place of a target.
+        common.warn_if_truncated("targets", self.target_tokenizer, targets, config.max_length - 1)
+        self.tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
+        self.target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
+
+        def batches(pairs, **batching):
+            pipeline = translation_batches(pairs, self.tokenizer, self.target_tokenizer, **batching)
+            return common.distribute(config, pipeline)
+
+        def train_batches(epoch):
+            return batches(train_pairs, **common.batching(config, len(train_texts), epoch))
+
+        validation = batches(self.load_pairs("validation"), **common.batching(config))
+        return train_batches, validation, f"{len(train_texts):,} training pairs"
+
+    def build_model(self):
+        return MODELS[self.config.model](
+            self.tokenizer.vocabulary_size,
+            self.target_tokenizer.vocabulary_size,
+            preset=self.config.model_preset,
+            **self.config.model_overrides,
         )
-        return common.distribute(config, batches)
 
-    validation = common.distribute(
-        config,
-        translation_batches(
-            validation_pairs, source_tokenizer, target_tokenizer, **common.batching(config)
-        ),
-    )
+    def loss_and_metrics(self):
+        loss = common.MaskedSparseCrossentropy(self.config.label_smoothing)
+        return loss, [common.MaskedAccuracy()]
 
-    with strategy.scope():
-        model = build_model(config, source_tokenizer, target_tokenizer)
-        model_dim = getattr(model, "model_dim", getattr(model, "units", 512))
-        model.compile(
-            optimizer=common.make_optimizer(config, model_dim),
-            loss=common.MaskedSparseCrossentropy(config.label_smoothing),
-            metrics=[common.MaskedAccuracy()],
-            jit_compile=config.jit_compile,
+    def evaluate(self, model):
+        """Exact match of the whole output, and sacreBLEU, on the test split."""
+        config = self.config
+        self.test = texts(self.load_pairs("test").take(config.test_examples or -1))
+        self.predictions = translate(
+            model, self.tokenizer, self.target_tokenizer, [s for s, _ in self.test], config
         )
-    print(
-        f"{config.model} ({config.model_preset}): {model.count_params():,} parameters, "
-        f"{len(train_texts):,} training pairs, strategy {config.strategy} "
-        f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
-    )
+        correct = sum(p == t for p, (_, t) in zip(self.predictions, self.test, strict=True))
+        bleu_metric = sacrebleu.BLEU()
+        bleu = bleu_metric.corpus_score(self.predictions, [[t for _, t in self.test]])
+        print(
+            f"\nsacreBLEU {bleu.score:.2f}; exact match on the test split: "
+            f"{correct / len(self.test):.2%} ({correct}/{len(self.test)})"
+        )
+        return {
+            "exact_match": correct / len(self.test),
+            "sacrebleu": round(bleu.score, 2),
+            "sacrebleu_signature": str(bleu_metric.get_signature()),
+            "test_examples": len(self.test),
+            "decoding": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
+        }
 
-    training_seconds = common.fit(model, train_batches, validation, config, output_dir)
+    def export(self, model, output_dir):
+        return super().export(
+            model, output_dir, self.target_tokenizer, beam_size=self.config.beam_size
+        )
 
-    # Evaluation on the test split: exact match of the whole output.
-    test = texts(load_pairs(config, "test").take(config.test_examples or -1))
-    predictions = translate(model, source_tokenizer, target_tokenizer, [s for s, _ in test], config)
-    correct = sum(p == t for p, (_, t) in zip(predictions, test, strict=True))
-    bleu_metric = sacrebleu.BLEU()
-    bleu = bleu_metric.corpus_score(predictions, [[t for _, t in test]])
-    results = {
-        "exact_match": correct / len(test),
-        "sacrebleu": round(bleu.score, 2),
-        "sacrebleu_signature": str(bleu_metric.get_signature()),
-        "test_examples": len(test),
-        "training_seconds": round(training_seconds, 1),
-        "decoding": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
-    }
-    common.write_json(output_dir / "evaluation.json", results)
-    model_path = output_dir / "model.keras"
-    model.save(model_path)
-
-    print(
-        f"\nsacreBLEU {results['sacrebleu']}; exact match on the test split: "
-        f"{results['exact_match']:.2%} "
-        f"({correct}/{len(test)}), trained in {training_seconds:.0f} s"
-    )
-
-    # The servable model: text in, text out, decoding and all in the graph.
-    export_path = common.export(
-        config,
-        output_dir,
-        model,
-        source_tokenizer,
-        target_tokenizer,
-        beam_size=config.beam_size,
-    )
-    # Translate a few test sources with the export, as TF Serving would, and
-    # draw which source characters each output character attended to.
-    examples = test[:8]
-    served = tf.saved_model.load(str(export_path)).signatures["translate_with_attention"]
-    outputs = served(
-        text=tf.constant([s for s, _ in examples]),
-        beam_size=tf.constant(config.beam_size),
-        max_length=tf.constant(config.max_length),
-    )
-    translations = [t.decode("utf-8") for t in outputs["translation"].numpy()]
-    print(f"\nTranslated by the export in {export_path}:")
-    for (source, target), translation in zip(examples, translations, strict=True):
-        mark = "ok " if translation == target else "ERR"
-        print(f"  {mark} {source!r:>42} -> {translation}  (expected {target})")
-    if translations != predictions[: len(examples)]:
-        print("WARNING: the export translates these differently from the trained model")
-    picture = draw_translation_attention(
-        outputs, output_dir / "attention.png", title=f"{examples[0][0]} -> {translations[0]}"
-    )
-    common.print_outputs(output_dir, model_path, export_path, picture)
-    return results
+    def draw(self, model, output_dir, export_path):
+        """Translates a few test sources with the export, as TF Serving would,
+        and draws which source tokens each output token attended to."""
+        examples = self.test[:8]
+        served = tf.saved_model.load(str(export_path)).signatures["translate_with_attention"]
+        outputs = served(
+            text=tf.constant([s for s, _ in examples]),
+            beam_size=tf.constant(self.config.beam_size),
+            max_length=tf.constant(self.config.max_length),
+        )
+        translations = [t.decode("utf-8") for t in outputs["translation"].numpy()]
+        print(f"\nTranslated by the export in {export_path}:")
+        for (source, target), translation in zip(examples, translations, strict=True):
+            mark = "ok " if translation == target else "ERR"
+            print(f"  {mark} {source!r:>42} -> {translation}  (expected {target})")
+        if translations != self.predictions[: len(examples)]:
+            print("WARNING: the export translates these differently from the trained model")
+        title = f"{examples[0][0]} -> {translations[0]}"
+        return draw_translation_attention(outputs, output_dir / "attention.png", title=title)
 
 
 def main(argv=None):
-    return common.main(TranslateConfig, PRESETS, run, argv, description=__doc__)
+    return common.main(TranslateRecipe, PRESETS, argv, description=__doc__)
 
 
 if __name__ == "__main__":

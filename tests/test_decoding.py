@@ -115,8 +115,11 @@ class MarkovModel:
     """A stand-in model: next-token logits depend only on the previous token.
 
     Small enough to search exhaustively, so beam search can be checked
-    against the true best sequence.
+    against the true best sequence. It implements `decoding.Decodable` and
+    nothing else, so the loops are shown to need nothing more.
     """
+
+    is_decoder_only = False
 
     def __init__(self, table):
         self.table = ops.convert_to_tensor(table, "float32")  # [V, V]

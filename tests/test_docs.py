@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GUIDE = (DOCS / "guide.md").read_text()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -27,6 +29,27 @@ def test_the_guides_code_runs_in_order():
     for block in blocks:
         exec(compile(block, "docs/guide.md", "exec"), namespace)  # noqa: S102
     assert tuple(namespace["scores"]["cross_attention"].shape) == (1, 4, 3, 5)
+
+
+@pytest.mark.parametrize("page", ["layers", "models", "training", "serving"])
+def test_each_pages_code_runs_in_order(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the examples write pictures and exports
+    blocks = re.findall(r"```python\n(.*?)```", (DOCS / f"{page}.md").read_text(), re.DOTALL)
+    assert blocks
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, f"docs/{page}.md", "exec"), namespace)  # noqa: S102
+
+
+def test_every_page_is_linked_and_every_link_is_in_the_repository():
+    readme = DOCS.parent / "README.md"
+    pages = sorted(DOCS.glob("*.md"))
+    for page in pages:
+        assert f"(docs/{page.name})" in readme.read_text(), page.name
+    for document in [readme, *pages]:
+        for target in re.findall(r"\]\(([^)#]+)", document.read_text()):
+            if not target.startswith("https://"):
+                assert (document.parent / target).exists(), (document.name, target)
 
 
 def test_every_picture_in_the_guide_is_made_by_the_script():

@@ -66,8 +66,8 @@ def test_cli_draws_a_saved_model(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     written = result.stdout.split()
-    assert [p.rsplit("/", 1)[-1] for p in written] == ["cross_attention_layer0.png"]
-    assert (tmp_path / "maps" / "cross_attention_layer0.png").read_bytes()[:8] == PNG_MAGIC
+    assert [p.rsplit("/", 1)[-1] for p in written] == ["decoder_cross_attention_layer0.png"]
+    assert (tmp_path / "maps" / "decoder_cross_attention_layer0.png").read_bytes()[:8] == PNG_MAGIC
 
 
 def test_cli_refuses_a_missing_model(tmp_path):

@@ -17,12 +17,6 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.tokenizers import PAD_ID, START_ID
-from keras_attention.models import (
-    Seq2SeqAttention,
-    Transformer,
-    TransformerClassifier,
-    TransformerLM,
-)
 
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for
 TEXTS = tf.TensorSpec([None], tf.string)
@@ -131,9 +125,8 @@ class TranslationServer(Server):
             start = tf.fill([tf.shape(output_ids)[0], 1], START_ID)
             target_ids = tf.concat([start, output_ids[:, :-1]], axis=1)
             scores = model.attention_scores({"source_ids": source_ids, "target_ids": target_ids})
-            # The Transformer's last decoder layer, or the RNN's one attention.
-            layers = scores.get("decoder_cross_attention") or scores["cross_attention"]
-            attention = tf.cast(layers[-1], tf.float32)  # [B, H, T, S]
+            # The last decoder layer's (the RNN decoder has one).
+            attention = tf.cast(scores["decoder_cross_attention"][-1], tf.float32)  # [B, H, T, S]
             real = tf.cast(output_ids != PAD_ID, tf.float32)[:, None, :, None]
             return {
                 "translation": target_tokenizer.detokenize(output_ids),
@@ -214,19 +207,21 @@ class LanguageModelServer(Server):
 
 
 def make_server(model, tokenizer, target_tokenizer, max_length, beam_size, label_names):
-    """The server for `model`'s kind; checks the arguments that kind needs."""
-    if isinstance(model, (Transformer, Seq2SeqAttention)):
+    """The server for `model.task` (each model of the zoo names its task);
+    checks the arguments that task needs."""
+    task = getattr(model, "task", None)
+    if task == "translation":
         if target_tokenizer is None:
             raise ValueError("A translation model needs `target_tokenizer`. Received: None")
         return TranslationServer(model, tokenizer, target_tokenizer, max_length, beam_size)
-    if isinstance(model, TransformerClassifier):
+    if task == "classification":
         if label_names is None or len(label_names) != model.num_classes:
             raise ValueError(
                 f"A classifier with {model.num_classes} classes needs as many "
                 f"`label_names`. Received: label_names={label_names!r}"
             )
         return ClassificationServer(model, tokenizer, max_length, label_names)
-    if isinstance(model, TransformerLM):
+    if task == "language_model":
         return LanguageModelServer(model, tokenizer, max_length, beam_size)
     raise ValueError(
         "`model` must be a keras_attention Transformer, Seq2SeqAttention, "

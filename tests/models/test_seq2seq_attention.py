@@ -44,7 +44,7 @@ def test_source_padding_does_not_change_the_logits():
 def test_attention_weights():
     model = build_seq2seq_attention(20)
     weights = model.attention_scores({"source_ids": SOURCE, "target_ids": TARGET})
-    weights = to_numpy(weights["cross_attention"][0])
+    weights = to_numpy(weights["decoder_cross_attention"][0])
     assert weights.shape == (2, 1, 5, 4)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     assert np.all(weights[0, :, :, 3] == 0)

@@ -42,11 +42,12 @@ def test_a_data_dir_without_the_data_set(tmp_path, monkeypatch, capsys):
     ],
 )
 def test_what_the_user_must_act_on_is_a_message(error):
-    def run(config):
-        raise error
+    class Failing(translate.TranslateRecipe):
+        def run(self):
+            raise error
 
     with pytest.raises(SystemExit) as stop:
-        common.main(translate.TranslateConfig, translate.PRESETS, run, [])
+        common.main(Failing, translate.PRESETS, [])
     assert str(stop.value) == f"error: {error}"
 
 
