@@ -25,6 +25,7 @@ from keras_attention.training import (  # noqa: F401
     MaskedSparseCrossentropy,
     TransformerSchedule,
 )
+from keras_attention.utils import check_choice
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 SCHEDULES = ("constant", "warmup")
@@ -121,7 +122,7 @@ class TrainingConfig:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.metadata["choices"]:
-                check_choice(field.name, value, field.metadata["choices"])
+                check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
                 check_positive(field.name, value)
         if not isinstance(self.model_overrides, dict):
@@ -214,13 +215,6 @@ def _json_object(text):
     return value
 
 
-def check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(
-            f"--{name.replace('_', '-')} must be one of {', '.join(choices)}; got {value!r}"
-        )
-
-
 def check_positive(name, value):
     if value is not None and not value > 0:
         raise ValueError(f"--{name.replace('_', '-')} must be positive; got {value!r}")
@@ -231,7 +225,7 @@ def check_positive(name, value):
 
 def make_strategy(name):
     """The tf.distribute strategy, made before the model (`strategy.scope()`)."""
-    check_choice("strategy", name, STRATEGIES)
+    check_choice("--strategy", name, STRATEGIES)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -523,5 +517,5 @@ def draw_self_attention(model, ids, vocabulary, output_dir, title):
 
 
 def set_precision(precision):
-    check_choice("precision", precision, PRECISIONS)
+    check_choice("--precision", precision, PRECISIONS)
     keras.config.set_dtype_policy(precision)

@@ -23,6 +23,8 @@ import re
 
 from babel.dates import format_date, get_date_format
 
+from keras_attention.utils import check_choice
+
 # 28 locales, 11 scripts: Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari,
 # Bengali, Tamil, Thai, Han (with kana), Hangul.
 LOCALES = (
@@ -115,8 +117,7 @@ def generate(split, size, seed=0, locales=LOCALES, formats=None, unique_locale=F
     way is skipped (Spanish and Portuguese share "sábado, 4 de abril de
     2026"), so the locale can be told from the string.
     """
-    if split not in SPLIT_FRACTIONS:
-        raise ValueError(f"`split` must be one of {tuple(SPLIT_FRACTIONS)}. Received: {split!r}")
+    check_choice("split", split, SPLIT_FRACTIONS)
     rng = random.Random(f"{seed}-{split}")
     formats = {
         locale: tuple(w for w in usable_formats(locale) if formats is None or w in formats)

@@ -82,14 +82,14 @@ def test_flags_come_from_the_config_fields(capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--strategy", "parameter_server"], "--strategy must be one of"),
+        (["--strategy", "parameter_server"], "`--strategy` must be one of"),
         (["--batch-size", "0"], "--batch-size must be positive"),
         (["--batch-size", "many"], "invalid int value: 'many'"),
         (["--preset", "wmt99"], "invalid choice: 'wmt99'"),
         (["--model-overrides", "dropout=0.1"], "--model-overrides: not JSON"),
         (["--model-overrides", "[1, 2]"], "a JSON object is needed"),
-        (["--model", "lstm"], "--model must be one of"),
-        (["--precision", "float8"], "--precision must be one of"),
+        (["--model", "lstm"], "`--model` must be one of"),
+        (["--precision", "float8"], "`--precision` must be one of"),
         (["--learning-rate", "-1"], "--learning-rate must be positive"),
         (["--label-smoothing", "1.5"], "--label-smoothing must be in [0, 1)"),
         (["--export-version", "0"], "--export-version must be positive"),

@@ -89,7 +89,10 @@ def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
         text=True,
     )
     assert result.returncode == 2
-    assert "--strategy must be one of default, mirrored, multi_worker, tpu" in result.stderr
+    assert (
+        "`--strategy` must be one of ('default', 'mirrored', 'multi_worker', 'tpu')"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
