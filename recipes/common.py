@@ -124,7 +124,7 @@ class TrainingConfig:
             if field.metadata["choices"]:
                 check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
-                check_positive(field.name, value)
+                check_positive(flag_name(field), value)
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
                 "--model-overrides must be a JSON object of builder arguments; "
@@ -215,9 +215,9 @@ def _json_object(text):
     return value
 
 
-def check_positive(name, value):
+def check_positive(flag, value):
     if value is not None and not value > 0:
-        raise ValueError(f"--{name.replace('_', '-')} must be positive; got {value!r}")
+        raise ValueError(f"{flag} must be positive; got {value!r}")
 
 
 # --- Strategy and precision ---
