@@ -93,15 +93,12 @@ class ClassifyRecipe(common.Recipe):
         self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
         common.write_json(output_dir / "labels.json", list(self.label_names))
 
-        def batches(pairs, **batching):
-            return common.distribute(
-                config, classification_batches(pairs, self.tokenizer, **batching)
-            )
-
-        def train_batches(epoch):
-            return batches(train_pairs, **common.batching(config, len(train_texts), epoch))
-
-        validation = batches(self.load(config.validation_split)[0], **common.batching(config))
+        train_batches, validation = self.training_and_validation(
+            lambda pairs, **batching: classification_batches(pairs, self.tokenizer, **batching),
+            train_pairs,
+            len(train_texts),
+            self.load(config.validation_split)[0],
+        )
         description = f"{len(train_texts):,} training texts, {len(self.label_names)} classes"
         return train_batches, validation, description
 

@@ -447,6 +447,18 @@ class Recipe:
     def build_model(self):
         raise NotImplementedError
 
+    def training_and_validation(self, pipeline, train, train_count, validation):
+        """`train_batches(epoch)` and the validation batches, each made by
+        `pipeline(data, **batching arguments)` (see `batching`) and
+        distributed as the strategy needs; `train_count` is the number of
+        training examples (the shuffle buffer)."""
+        config = self.config
+
+        def train_batches(epoch):
+            return distribute(config, pipeline(train, **batching(config, train_count, epoch)))
+
+        return train_batches, distribute(config, pipeline(validation, **batching(config)))
+
     def loss_and_metrics(self):
         return MaskedSparseCrossentropy(), [MaskedAccuracy()]
 

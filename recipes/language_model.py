@@ -73,15 +73,12 @@ class LanguageModelRecipe(common.Recipe):
         common.warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
         self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
 
-        def batches(texts, **batching):
-            return common.distribute(
-                config, language_model_batches(texts, self.tokenizer, **batching)
-            )
-
-        def train_batches(epoch):
-            return batches(train_texts, **common.batching(config, len(train_strings), epoch))
-
-        validation = batches(self.texts("validation"), **common.batching(config))
+        train_batches, validation = self.training_and_validation(
+            lambda texts, **batching: language_model_batches(texts, self.tokenizer, **batching),
+            train_texts,
+            len(train_strings),
+            self.texts("validation"),
+        )
         return train_batches, validation, f"{len(train_strings):,} training texts"
 
     def build_model(self):

@@ -163,14 +163,14 @@ class TranslateRecipe(common.Recipe):
         self.tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
         self.target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
 
-        def batches(pairs, **batching):
-            pipeline = translation_batches(pairs, self.tokenizer, self.target_tokenizer, **batching)
-            return common.distribute(config, pipeline)
-
-        def train_batches(epoch):
-            return batches(train_pairs, **common.batching(config, len(train_texts), epoch))
-
-        validation = batches(self.load_pairs("validation"), **common.batching(config))
+        train_batches, validation = self.training_and_validation(
+            lambda pairs, **batching: translation_batches(
+                pairs, self.tokenizer, self.target_tokenizer, **batching
+            ),
+            train_pairs,
+            len(train_texts),
+            self.load_pairs("validation"),
+        )
         return train_batches, validation, f"{len(train_texts):,} training pairs"
 
     def build_model(self):
