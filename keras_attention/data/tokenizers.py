@@ -7,6 +7,7 @@ ids, no start or end id), `detokenize` (ids -> strings, up to the first end
 id), `vocabulary`, `vocabulary_size`, `save` and `load`.
 """
 
+import hashlib
 import io
 from pathlib import Path
 
@@ -110,6 +111,20 @@ class CharacterTokenizer(tf.Module):
         return cls(lines[:-1])
 
 
+def _named_model_resource(model):
+    """TF Text's SentencePiece model resource, named after the model's hash."""
+    from tensorflow_text.python.ops import sentencepiece_tokenizer as ops
+
+    class NamedModelResource(ops._SentencepieceModelResource):
+        def _create_resource(self):
+            return ops.gen_sentencepiece_tokenizer.sentencepiece_op(
+                model=self._model,
+                shared_name="sentencepiece_" + hashlib.sha256(self._model).hexdigest()[:24],
+            )
+
+    return NamedModelResource(model, name=None)
+
+
 class SubwordTokenizer(tf.Module):
     """A SentencePiece (unigram) subword vocabulary, trained with
     `sentencepiece` and applied in the graph by `tensorflow_text`, whose ops
@@ -132,7 +147,14 @@ class SubwordTokenizer(tf.Module):
     def _make_tokenizer(self):
         import tensorflow_text
 
-        return tensorflow_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
+        tokenizer = tensorflow_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
+        # TF Text's SentencePiece resource has no name of its own: in a
+        # reloaded SavedModel with two of them (a translation model's source
+        # and target vocabularies), both ops used one model, the last made
+        # (seen with tensorflow-text 2.20). Named by a hash of the model,
+        # each resource is its own, and equal models may share one.
+        tokenizer._model_resource = _named_model_resource(self.model)
+        return tokenizer
 
     def _call(self, method, argument):
         """`self._tokenizer.method(argument)`. `tf.random.set_seed` (which

@@ -98,3 +98,22 @@ def test_subword_tokenizer_survives_set_random_seed():
     keras.utils.set_random_seed(2)
     ids = tokenizer.tokenize(tf.constant(texts[:1])).to_tensor()
     assert tokenizer.detokenize(ids).numpy().tolist() == [texts[0].encode()]
+
+
+def test_two_subword_tokenizers_keep_their_own_models_in_a_saved_model(tmp_path):
+    """Reloaded, a SavedModel with two SentencePiece models (a translation
+    export's source and target) once tokenised both sides with the last."""
+    english = SubwordTokenizer.train(CORPUS[:80], vocabulary_size=40)
+    portuguese = SubwordTokenizer.train(["o gato sentou no tapete da casa"] * 40, 30)
+    module = tf.Module()
+    module.english, module.portuguese = english, portuguese
+    texts = tf.constant(["the cat sat", "o gato sentou"])
+    module.both = tf.function(
+        lambda texts: (english.tokenize(texts).to_tensor(), portuguese.tokenize(texts).to_tensor()),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    expected = [side.numpy().tolist() for side in module.both(texts)]
+    assert expected[0] != expected[1]
+    tf.saved_model.save(module, str(tmp_path / "both"))
+    reloaded = tf.saved_model.load(str(tmp_path / "both"))
+    assert [side.numpy().tolist() for side in reloaded.both(texts)] == expected
