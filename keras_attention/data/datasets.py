@@ -3,6 +3,10 @@
 Each works with a user's own `data_dir` (where TFDS keeps prepared data
 sets; None uses TFDS's default). The offline `multilingual_dates` is
 generated locally; the others are downloaded by TFDS the first time.
+
+Besides the data sets named below, any TFDS data set can be named as
+`"tfds:NAME"` with the keys of its features (`keys`): for example
+`translation_pairs("tfds:opus/medical", "train", keys=("en", "de"))`.
 """
 
 import random
@@ -24,11 +28,39 @@ CLASSIFICATION = {
 }
 
 
+TFDS_PREFIX = "tfds:"
+
+
 class DataNotFound(RuntimeError):
     """A data set is not in `data_dir` and could not be prepared there."""
 
 
+def check_name(flag, name, known):
+    """Raises a ValueError naming `flag` unless `name` is a key of `known`
+    or `tfds:NAME`."""
+    if name not in known and not (name.startswith(TFDS_PREFIX) and len(name) > len(TFDS_PREFIX)):
+        raise ValueError(
+            f"{flag} must be one of {', '.join(sorted(known))}, or tfds:NAME for any "
+            f"TFDS data set; got {name!r}"
+        )
+
+
+def feature_keys(name, known, keys, flags):
+    """The feature keys to read of data set `name`: those of `known[name]`
+    for a data set named here, else `keys`, which `tfds:NAME` needs (a
+    ValueError names `flags` when they are missing)."""
+    check_name("--dataset", name, known)
+    if not name.startswith(TFDS_PREFIX):
+        return known[name]
+    if any(key is None for key in keys):
+        raise ValueError(
+            f"--dataset {name} needs {' and '.join(flags)}: the names of its features"
+        )
+    return tuple(keys)
+
+
 def _load(name, split, data_dir):
+    name = name.removeprefix(TFDS_PREFIX)
     # Preparing a data set draws from Python's global random numbers, from
     # which Keras seeds its initializers: keep them as they were, so weights
     # do not depend on whether the data set was already prepared.
@@ -48,43 +80,39 @@ def _load(name, split, data_dir):
         random.setstate(state)
 
 
-def translation_pairs(name, split, data_dir=None, reverse=False):
+def translation_pairs(name, split, data_dir=None, reverse=False, keys=(None, None)):
     """`(source, target)` string pairs of a translation data set.
 
     Args:
-        name: a key of `TRANSLATION`.
+        name: a key of `TRANSLATION`, or `"tfds:NAME"`.
         split: `"train"`, `"validation"` or `"test"` (or a TFDS split slice).
         data_dir: TFDS data folder.
         reverse: swap the two languages (WMT14 de-en read as en -> de).
+        keys: `(source feature, target feature)`, for `"tfds:NAME"`.
     """
-    if name not in TRANSLATION:
-        raise ValueError(f"Unknown translation data set {name!r}; one of {sorted(TRANSLATION)}")
-    source, target = TRANSLATION[name][::-1] if reverse else TRANSLATION[name]
+    keys = feature_keys(name, TRANSLATION, keys, ("--source-key", "--target-key"))
+    source, target = keys[::-1] if reverse else keys
     return _load(name, split, data_dir).map(lambda example: (example[source], example[target]))
 
 
-def labelled_texts(name, split, data_dir=None):
+def labelled_texts(name, split, data_dir=None, keys=(None, None)):
     """`(text, integer label)` pairs of a classification data set, and the
-    label names."""
-    if name not in CLASSIFICATION:
+    label names; `keys` are `(text feature, label feature)` for
+    `"tfds:NAME"`, whose label feature must be a `ClassLabel`."""
+    text, label = feature_keys(name, CLASSIFICATION, keys, ("--text-key", "--label-key"))
+    feature = tfds.builder(name.removeprefix(TFDS_PREFIX), data_dir=data_dir).info.features[label]
+    if not isinstance(feature, tfds.features.ClassLabel):
         raise ValueError(
-            f"Unknown classification data set {name!r}; one of {sorted(CLASSIFICATION)}"
+            f"the feature {label!r} of {name} is a {type(feature).__name__}, not a ClassLabel"
         )
-    text, label = CLASSIFICATION[name]
-    names = tfds.builder(name, data_dir=data_dir).info.features[label].names
     pairs = _load(name, split, data_dir).map(lambda example: (example[text], example[label]))
-    return pairs, names
+    return pairs, feature.names
 
 
-def plain_texts(name, split, data_dir=None):
-    """Strings of any data set above, for a language model: the source side
-    of a translation data set, the text of a classification one."""
-    if name in TRANSLATION:
-        feature = TRANSLATION[name][0]
-    elif name in CLASSIFICATION:
-        feature = CLASSIFICATION[name][0]
-    else:
-        raise ValueError(
-            f"Unknown data set {name!r}; one of {sorted(TRANSLATION) + sorted(CLASSIFICATION)}"
-        )
+def plain_texts(name, split, data_dir=None, key=None):
+    """Strings of a data set, for a language model: the source side of a
+    translation data set, the text of a classification one, or feature
+    `key` of `"tfds:NAME"`."""
+    known = {known_name: keys[:1] for known_name, keys in {**TRANSLATION, **CLASSIFICATION}.items()}
+    (feature,) = feature_keys(name, known, (key,), ("--text-key",))
     return _load(name, split, data_dir).map(lambda example: example[feature])

@@ -28,13 +28,15 @@ def read_lines(path):
     return [line for _, line in _numbered_lines(path) if line]
 
 
-def read_columns(path, skip_bad_lines=False):
+def read_columns(path, skip_bad_lines=False, labels=None):
     """`(first column, second column)` of every line, and how many lines were
     skipped.
 
     A line without a tab, or with an empty first or second column, is an
     error naming the file and line; with `skip_bad_lines` it is skipped and
-    counted instead. Empty lines are skipped silently.
+    counted instead. Empty lines are skipped silently. With `labels` (a
+    collection of strings), a second column that is not one of them is an
+    error naming the file, the line and the label, skipped or not.
 
     Returns:
         `(pairs, skipped)`: a list of `(str, str)` and an int.
@@ -53,31 +55,38 @@ def read_columns(path, skip_bad_lines=False):
                 f"{path}, line {number} {problem}: {line[:80]!r}. Each line must be "
                 "`source<TAB>target`; pass --skip-bad-lines to skip such lines."
             )
+        if labels is not None and columns[1] not in labels:
+            raise DataFileError(
+                f"{path}, line {number} has the label {columns[1]!r}, which the training "
+                f"file does not have (its labels: {', '.join(sorted(labels))})"
+            )
         pairs.append((columns[0], columns[1]))
     if not pairs:
         raise DataFileError(f"{path} has no usable line ({skipped} skipped)")
     return pairs, skipped
 
 
-def hold_out(pairs, share, salt="keras_attention"):
-    """Splits `pairs` into `(train, validation, test)`, `share` of them in
-    each held-out split, by a hash of the first column: the same source
-    always falls in the same split, so no source is in two splits, and the
-    split does not depend on the order of the file.
+def hold_out(examples, share, salt="keras_attention"):
+    """Splits `examples` into `(train, validation, test)`, `share` of them in
+    each held-out split, by a hash of the source (the first column of a
+    pair, or the text itself): the same source always falls in the same
+    split, so no source is in two splits, and the split does not depend on
+    the order of the file.
 
     Args:
-        pairs: a list of `(source, target)`.
+        examples: a list of `(source, target)` pairs, or of strings.
         share: float in (0, 0.5), the share of each held-out split.
         salt: str; another salt gives another split.
     """
     if not 0 < share < 0.5:
         raise ValueError(f"`share` must be in (0, 0.5). Received: share={share!r}")
     splits = ([], [], [])
-    for pair in pairs:
-        digest = hashlib.sha256(f"{salt}\t{pair[0]}".encode()).digest()
+    for example in examples:
+        source = example if isinstance(example, str) else example[0]
+        digest = hashlib.sha256(f"{salt}\t{source}".encode()).digest()
         position = int.from_bytes(digest[:8], "big") / 2**64  # uniform in [0, 1)
         index = 1 if position < share else 2 if position < 2 * share else 0
-        splits[index].append(pair)
+        splits[index].append(example)
     return splits
 
 

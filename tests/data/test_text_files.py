@@ -84,3 +84,19 @@ def test_hold_out_shares_are_close_to_asked():
     assert len(train) == 20000 - len(validation) - len(test)
     with pytest.raises(ValueError, match="share"):
         hold_out(pairs, 0.5)
+
+
+def test_hold_out_of_plain_texts_hashes_the_whole_text():
+    texts = [f"text {i}" for i in range(2000)]
+    splits = hold_out(texts, 0.1)
+    assert sorted(t for split in splits for t in split) == sorted(texts)
+    # Not by its first character (which every text here shares).
+    assert all(len(split) > 100 for split in splits)
+
+
+def test_a_label_the_training_file_does_not_have_names_the_line(tmp_path):
+    path = write(tmp_path, b"good film\tpositive\nbad film\tnegativ\n")
+    with pytest.raises(DataFileError, match=r"line 2 has the label 'negativ'.*negative, positive"):
+        read_columns(path, labels={"positive", "negative"})
+    pairs, _ = read_columns(path, labels={"positive", "negativ"})
+    assert pairs[1] == ("bad film", "negativ")
