@@ -1,8 +1,17 @@
 """Train, evaluate and save a Transformer text classifier.
 
+    python -m keras_attention.recipes.classify --train-file texts.tsv  # your own data
     python -m keras_attention.recipes.classify                  # which language wrote a date
     python -m keras_attention.recipes.classify --preset imdb    # IMDB sentiment (download)
     python -m keras_attention.recipes.classify --help
+
+Your own data: a UTF-8 text file of one example a line, `text<TAB>label`;
+labels are any strings, and the set of them comes from the training file
+(a label in the validation or test file that it does not have is an
+error). Validation and test examples are held out of the training file by
+a hash of the text unless you give `--validation-file` and `--test-file`.
+Any TFDS data set works too: `--dataset tfds:NAME --text-key KEY
+--label-key KEY` (a ClassLabel feature).
 
 The default task (`multilingual_dates/language_id`) is generated on this
 machine. Everything a run writes goes under `--output-dir`: the resolved
@@ -16,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attention.data import datasets
+from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import classification_batches
 from keras_attention.models import build_transformer_classifier
 from keras_attention.recipes import common
@@ -29,9 +38,10 @@ class ClassifyConfig(common.TrainingConfig):
 
     dataset: str = common.flag(
         "multilingual_dates/language_id",
-        "TFDS name of (text, label) pairs",
-        choices=datasets.CLASSIFICATION,
+        f"{', '.join(datasets.CLASSIFICATION)}, or tfds:NAME with --text-key and --label-key",
     )
+    text_key: str | None = common.flag(None, "the text feature of --dataset tfds:NAME")
+    label_key: str | None = common.flag(None, "the label feature of --dataset tfds:NAME")
     train_split: str = common.flag("train", "TFDS split to train on")
     validation_split: str = common.flag("validation", "TFDS split to watch during training")
     test_split: str = common.flag("test", "TFDS split to evaluate on")
@@ -43,6 +53,10 @@ class ClassifyConfig(common.TrainingConfig):
     )
     output_dir: str = common.flag("runs/classify", "where everything of this run is written")
     export_name: str = common.flag("classify", "the model's name in TF Serving")
+
+    def __post_init__(self):
+        super().__post_init__()
+        datasets.check_name("--dataset", self.dataset, datasets.CLASSIFICATION)
 
 
 PRESETS = {
@@ -79,15 +93,43 @@ class ClassifyRecipe(common.Recipe):
     model_name = "classifier"
 
     def load(self, split):
+        """The split's `(text, label id)` pairs, a `tf.data.Dataset`, and the
+        label names; `split` is "train", "validation" or "test"."""
         config = self.config
-        return datasets.labelled_texts(config.dataset, split, config.data_dir)
+        if config.train_file:
+            texts, labels = zip(*self.files[split], strict=True)
+            label_ids = {name: index for index, name in enumerate(self.label_names)}
+            label_ids = [label_ids[label] for label in labels]
+            return tf.data.Dataset.from_tensor_slices((list(texts), label_ids)), self.label_names
+        return datasets.labelled_texts(
+            config.dataset,
+            getattr(config, f"{split}_split"),
+            config.data_dir,
+            keys=(config.text_key, config.label_key),
+        )
+
+    def read_labelled_files(self):
+        """The files' `(text, label)` pairs (see `read_files`); the label set
+        is the training file's, which the validation and test files must
+        keep to."""
+        config = self.config
+        examples, _ = text_files.read_columns(config.train_file, config.skip_bad_lines)
+        self.label_names = sorted({label for _, label in examples})
+        return self.read_files(
+            lambda path: text_files.read_columns(
+                path, config.skip_bad_lines, labels=self.label_names
+            )
+        )
 
     def prepare(self, output_dir):
         config = self.config
-        train_pairs, self.label_names = self.load(config.train_split)
+        if config.train_file:
+            self.files = self.read_labelled_files()
+        train_pairs, self.label_names = self.load("train")
         if config.train_examples:
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
+        config = self.choose_for_data(train_texts)
         self.tokenizer = common.train_tokenizer(config, train_texts)
         common.warn_if_truncated("texts", self.tokenizer, train_texts, config.max_length)
         self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
@@ -97,7 +139,7 @@ class ClassifyRecipe(common.Recipe):
             lambda pairs, **batching: classification_batches(pairs, self.tokenizer, **batching),
             train_pairs,
             len(train_texts),
-            self.load(config.validation_split)[0],
+            self.load("validation")[0],
         )
         description = f"{len(train_texts):,} training texts, {len(self.label_names)} classes"
         return train_batches, validation, description
@@ -116,7 +158,7 @@ class ClassifyRecipe(common.Recipe):
     def evaluate(self, model):
         """Accuracy on the test split, and a few examples."""
         config = self.config
-        test_pairs = self.load(config.test_split)[0].take(config.test_examples or -1)
+        test_pairs = self.load("test")[0].take(config.test_examples or -1)
         self.test = [(t.decode("utf-8"), int(label)) for t, label in test_pairs.as_numpy_iterator()]
         self.predictions = predict_labels(model, self.tokenizer, [t for t, _ in self.test], config)
         correct = int(

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 from keras_attention import visualize
-from keras_attention.data import datasets
+from keras_attention.data import datasets, text_files
 from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
 from keras_attention.export import export_model
 from keras_attention.files import write_atomically, write_json  # noqa: F401
@@ -73,12 +73,31 @@ def _default(field):
 class TrainingConfig:
     """The fields every recipe has; each recipe's config adds its own."""
 
-    data_dir: str | None = flag(None, "TFDS data folder; None uses TFDS's default")
-    tokenizer: str = flag("character", "character, or subword (SentencePiece)", choices=TOKENIZERS)
-    vocabulary_size: int = flag(
-        8000, "subword vocabulary size, reserved ids included", positive=True
+    train_file: str | None = flag(
+        None, "your own training data, a UTF-8 text file (see the help above); replaces --dataset"
     )
-    model_preset: str = flag("tiny", "the builder's preset, e.g. tiny, base, big")
+    validation_file: str | None = flag(
+        None, "your own validation data; None: held out of --train-file"
+    )
+    test_file: str | None = flag(None, "your own test data; None: held out of --train-file")
+    held_out_share: float = flag(
+        0.05, "share of --train-file held out for validation, and again for test", positive=True
+    )
+    skip_bad_lines: bool = flag(
+        False, "skip (and count) lines of the files that lack a column, instead of stopping"
+    )
+    data_dir: str | None = flag(None, "TFDS data folder; None uses TFDS's default")
+    tokenizer: str | None = flag(
+        None, "character, or subword (SentencePiece); None: chosen for the data", choices=TOKENIZERS
+    )
+    vocabulary_size: int | None = flag(
+        None,
+        "subword vocabulary size, reserved ids included; None: chosen for the data",
+        positive=True,
+    )
+    model_preset: str | None = flag(
+        None, "the builder's preset: tiny, mini, base, big; None: chosen for the data"
+    )
     model_overrides: dict = flag(
         {}, 'builder arguments, as JSON: \'{"dropout": 0.1, "num_layers": 3}\''
     )
@@ -121,10 +140,15 @@ class TrainingConfig:
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.metadata["choices"]:
+            if field.metadata["choices"] and value is not None:
                 check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
                 check_positive(flag_name(field), value)
+        if not self.held_out_share < 0.5:
+            raise ValueError(f"--held-out-share must be below 0.5; got {self.held_out_share}")
+        for name in ("validation_file", "test_file"):
+            if getattr(self, name) and not self.train_file:
+                raise ValueError(f"--{name.replace('_', '-')} needs --train-file")
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
                 "--model-overrides must be a JSON object of builder arguments; "
@@ -147,6 +171,7 @@ def main(recipe_class, presets, argv=None, description=None):
         datasets.DataNotFound,
         resume.UnreadableCheckpoints,
         resume.TrainingDiverged,
+        text_files.DataFileError,
         FileExistsError,
     ) as error:
         raise SystemExit(f"error: {error}") from None
@@ -280,6 +305,21 @@ def start_run(config):
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(output_dir / "config.json", dataclasses.asdict(config))
     return strategy, output_dir
+
+
+def vocabulary_size_for(texts):
+    """A subword vocabulary size for a corpus: a quarter of its distinct
+    words, rounded to 500, from 500 to 8,000 (the tensorflow.org Transformer
+    tutorial's size for 50,000 sentence pairs)."""
+    distinct_words = len({word for text in texts for word in text.split()})
+    return min(8000, max(500, round(distinct_words / 4 / 500) * 500))
+
+
+def preset_for(texts):
+    """A model preset for a corpus, such that training on 2 CPU cores takes
+    about 10 minutes: "tiny" for up to 200,000 words, "mini" above."""
+    words = sum(len(text.split()) for text in texts)
+    return "tiny" if words <= 200_000 else "mini"
 
 
 def train_tokenizer(config, texts):
@@ -459,6 +499,75 @@ class Recipe:
 
         return train_batches, distribute(config, pipeline(validation, **batching(config)))
 
+    def read_files(self, read):
+        """`{"train": [...], "validation": [...], "test": [...]}` from
+        `--train-file`, `--validation-file` and `--test-file`, each read by
+        `read(path)`, which returns `(examples, skipped lines)`. A split
+        without its own file is held out of the training file by a hash of
+        the source (`text_files.hold_out`), so no source is in two splits."""
+        config = self.config
+
+        def load(path):
+            examples, skipped = read(path)
+            if skipped:
+                print(f"WARNING: skipped {skipped:,} lines of {path} that lack a column")
+            return examples
+
+        train = load(config.train_file)
+        splits = {"train": train}
+        if not (config.validation_file and config.test_file):
+            rest, validation, test = text_files.hold_out(train, config.held_out_share)
+            if not validation or not test:
+                raise text_files.DataFileError(
+                    f"{config.train_file} has too few examples ({len(train)}) to hold out "
+                    f"{config.held_out_share:.0%} for validation and for test; add lines, or "
+                    "pass --validation-file and --test-file"
+                )
+            # A split given as a file leaves its held-out share in training.
+            splits["train"] = rest + (validation if config.validation_file else [])
+            splits["train"] += test if config.test_file else []
+            splits.update(validation=validation, test=test)
+        for split in ("validation", "test"):
+            path = getattr(config, f"{split}_file")
+            if path:
+                splits[split] = load(path)
+        described = []
+        for split, examples in splits.items():
+            source = getattr(config, f"{split}_file") or f"held out of {config.train_file}"
+            described.append(f"{split} {len(examples):,} ({source})")
+        print("Examples: " + ", ".join(described))
+        return splits
+
+    @property
+    def built_in_task(self):
+        """Whether this run trains on the built-in dates task, whose defaults
+        (characters, the tiny preset, greedy decoding) were tuned for it."""
+        return not self.config.train_file and self.config.dataset.startswith("multilingual_dates")
+
+    def choose_for_data(self, texts, **recipe_choices):
+        """Fills in the config's fields left None with what suits the
+        training `texts` (strings; both languages of a translation), prints
+        what it chose, and returns the config. `recipe_choices` are the
+        recipe's own fields' choices, used for those left None."""
+        config = self.config
+        built_in = self.built_in_task
+        choices = dict(
+            tokenizer="character" if built_in else "subword",
+            vocabulary_size=vocabulary_size_for(texts),
+            model_preset="tiny" if built_in else preset_for(texts),
+            **recipe_choices,
+        )
+        chosen = {name: value for name, value in choices.items() if getattr(config, name) is None}
+        self.config = dataclasses.replace(config, **chosen)
+        if self.config.tokenizer == "character":
+            chosen.pop("vocabulary_size", None)  # not used
+        if chosen:
+            print(
+                "Chosen for the data (set these flags to choose otherwise): "
+                + ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in chosen.items())
+            )
+        return self.config
+
     def loss_and_metrics(self):
         return MaskedSparseCrossentropy(), [MaskedAccuracy()]
 
@@ -489,6 +598,8 @@ class Recipe:
         config = self.config
         strategy, output_dir = start_run(config)
         train_batches, validation, data_description = self.prepare(output_dir)
+        config = self.config  # with what `prepare` chose for the data
+        write_json(output_dir / "config.json", dataclasses.asdict(config))
         with strategy.scope():
             model = self.build_model()
             loss, metrics = self.loss_and_metrics()

@@ -1,7 +1,13 @@
 """Train, evaluate and save a decoder-only Transformer language model.
 
+    python -m keras_attention.recipes.language_model --train-file corpus.txt  # your own
     python -m keras_attention.recipes.language_model        # written dates, 28 languages
     python -m keras_attention.recipes.language_model --help
+
+Your own data: a UTF-8 text file of one example a line (empty lines are left
+out). Validation and test lines are held out of it by a hash of the line
+unless you give `--validation-file` and `--test-file`. Any TFDS data set
+works too: `--dataset tfds:NAME --text-key KEY`.
 
 The default corpus is the source side of the offline dates task. A run
 writes under `--output-dir` the resolved config, checkpoints, TensorBoard
@@ -16,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention import decoding
-from keras_attention.data import datasets
+from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import language_model_batches
 from keras_attention.data.tokenizers import START_ID
 from keras_attention.models import build_transformer_lm
@@ -30,13 +36,19 @@ class LanguageModelConfig(common.TrainingConfig):
 
     dataset: str = common.flag(
         "multilingual_dates",
-        "TFDS name; its source or text side is the corpus",
-        choices=sorted(datasets.TRANSLATION) + sorted(datasets.CLASSIFICATION),
+        "a data set of the translate or classify recipe (its source or text side is the "
+        "corpus), or tfds:NAME with --text-key",
     )
+    text_key: str | None = common.flag(None, "the text feature of --dataset tfds:NAME")
     prompt_tokens: int = common.flag(4, "tokens of each test text given as a prompt", positive=True)
     top_k: int = common.flag(5, "completions sample among the k most likely tokens", positive=True)
     output_dir: str = common.flag("runs/language_model", "where everything of this run is written")
     export_name: str = common.flag("language_model", "the model's name in TF Serving")
+
+    def __post_init__(self):
+        super().__post_init__()
+        known = {**datasets.TRANSLATION, **datasets.CLASSIFICATION}
+        datasets.check_name("--dataset", self.dataset, known)
 
 
 PRESETS = {
@@ -62,13 +74,24 @@ class LanguageModelRecipe(common.Recipe):
     model_name = "language model"
 
     def texts(self, split, count=None):
-        corpus = datasets.plain_texts(self.config.dataset, split, self.config.data_dir)
+        """The split's texts, a `tf.data.Dataset` of strings (the first
+        `count` of them, or all)."""
+        config = self.config
+        if config.train_file:
+            corpus = tf.data.Dataset.from_tensor_slices(self.files[split])
+        else:
+            corpus = datasets.plain_texts(
+                config.dataset, split, config.data_dir, key=config.text_key
+            )
         return corpus.take(count or -1)
 
     def prepare(self, output_dir):
         config = self.config
+        if config.train_file:
+            self.files = self.read_files(lambda path: (text_files.read_lines(path), 0))
         train_texts = self.texts("train", config.train_examples)
         train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
+        config = self.choose_for_data(train_strings)
         self.tokenizer = common.train_tokenizer(config, train_strings)
         common.warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
         self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
@@ -93,8 +116,10 @@ class LanguageModelRecipe(common.Recipe):
         completions of the first tokens of test texts, sampled top-k."""
         config = self.config
         test_texts = self.texts("test", config.test_examples)
+        test_batches = language_model_batches(test_texts, self.tokenizer, **common.batching(config))
         test_loss = model.evaluate(
-            language_model_batches(test_texts, self.tokenizer, **common.batching(config)),
+            test_batches,
+            steps=common.count_batches(test_batches),  # else Keras warns it "ran out of data"
             verbose=0,
             return_dict=True,
         )["loss"]

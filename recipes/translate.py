@@ -1,8 +1,17 @@
 """Train, evaluate and save a translation model.
 
+    python -m keras_attention.recipes.translate --train-file pairs.tsv  # your own data
     python -m keras_attention.recipes.translate                 # Transformer, dates task
     python -m keras_attention.recipes.translate --preset dates_bahdanau
     python -m keras_attention.recipes.translate --help          # every flag
+
+Your own data: a UTF-8 text file of one pair a line, `source<TAB>target`
+(a third and later column, such as the Tatoeba/Anki files' attribution, is
+ignored). Validation and test pairs are held out of it by a hash of the
+source unless you give `--validation-file` and `--test-file`. With files and
+no other flag, the recipe chooses a subword vocabulary, a model size and
+beam search to suit the data, and says what it chose. Any TFDS data set
+works too: `--dataset tfds:NAME --source-key KEY --target-key KEY`.
 
 The default task (TFDS `multilingual_dates`) is generated on this machine, so
 the default command needs no download. Everything a run writes goes under
@@ -17,7 +26,7 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_attention import decoding, visualize
-from keras_attention.data import datasets
+from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import translation_batches
 from keras_attention.export.signatures import token_ids
 from keras_attention.models import build_seq2seq_attention, build_transformer
@@ -32,14 +41,20 @@ class TranslateConfig(common.TrainingConfig):
     """What `python -m keras_attention.recipes.translate` trains, evaluates and exports."""
 
     dataset: str = common.flag(
-        "multilingual_dates", "TFDS name of (source, target) pairs", choices=datasets.TRANSLATION
+        "multilingual_dates",
+        f"{', '.join(datasets.TRANSLATION)}, or tfds:NAME with --source-key and --target-key",
     )
+    source_key: str | None = common.flag(None, "the source feature of --dataset tfds:NAME")
+    target_key: str | None = common.flag(None, "the target feature of --dataset tfds:NAME")
     reverse: bool = common.flag(False, "swap source and target (WMT14 de-en read as en -> de)")
     shared_vocabulary: bool = common.flag(False, "one subword vocabulary for both languages")
     model: str = common.flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
     label_smoothing: float = common.flag(0.0, "label smoothing of the loss (paper: 0.1)")
-    beam_size: int = common.flag(
-        1, "1: greedy decoding for evaluation, >1: beam search", positive=True
+    beam_size: int | None = common.flag(
+        None,
+        "1: greedy decoding for evaluation and the export, >1: beam search; "
+        "None: 1 for the dates task, 4 otherwise",
+        positive=True,
     )
     eval_batch_size: int = common.flag(256, "batch size for decoding the test split", positive=True)
     epochs: int = common.flag(8, "passes over the training split", positive=True)
@@ -48,6 +63,7 @@ class TranslateConfig(common.TrainingConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        datasets.check_name("--dataset", self.dataset, datasets.TRANSLATION)
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"--label-smoothing must be in [0, 1); got {self.label_smoothing}")
 
@@ -140,16 +156,31 @@ class TranslateRecipe(common.Recipe):
         return self.config.model
 
     def load_pairs(self, split):
+        """The split's `(source, target)` string pairs, a `tf.data.Dataset`."""
         config = self.config
-        return datasets.translation_pairs(config.dataset, split, config.data_dir, config.reverse)
+        if config.train_file:
+            sources, targets = zip(*self.files[split], strict=True)
+            return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+        return datasets.translation_pairs(
+            config.dataset,
+            split,
+            config.data_dir,
+            config.reverse,
+            keys=(config.source_key, config.target_key),
+        )
 
     def prepare(self, output_dir):
         config = self.config
+        if config.train_file:
+            self.files = self.read_files(
+                lambda path: text_files.read_columns(path, config.skip_bad_lines)
+            )
         train_pairs = self.load_pairs("train")
         if config.train_examples:
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = texts(train_pairs)
         sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
+        config = self.choose_for_data(sources + targets, beam_size=1 if self.built_in_task else 4)
         if config.shared_vocabulary:
             self.tokenizer = self.target_tokenizer = common.train_tokenizer(
                 config, sources + targets
@@ -186,25 +217,31 @@ class TranslateRecipe(common.Recipe):
         return loss, [common.MaskedAccuracy()]
 
     def evaluate(self, model):
-        """Exact match of the whole output, and sacreBLEU, on the test split."""
+        """Exact match of the whole output, sacreBLEU and chrF on the test split."""
         config = self.config
         self.test = texts(self.load_pairs("test").take(config.test_examples or -1))
         self.predictions = translate(
             model, self.tokenizer, self.target_tokenizer, [s for s, _ in self.test], config
         )
-        correct = sum(p == t for p, (_, t) in zip(self.predictions, self.test, strict=True))
-        bleu_metric = sacrebleu.BLEU()
-        bleu = bleu_metric.corpus_score(self.predictions, [[t for _, t in self.test]])
+        references = [[t for _, t in self.test]]
+        correct = sum(p == t for p, t in zip(self.predictions, references[0], strict=True))
+        bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
+        bleu_score = bleu.corpus_score(self.predictions, references)
+        chrf_score = chrf.corpus_score(self.predictions, references)
+        decoding_name = "greedy" if config.beam_size == 1 else f"beam {config.beam_size}"
         print(
-            f"\nsacreBLEU {bleu.score:.2f}; exact match on the test split: "
-            f"{correct / len(self.test):.2%} ({correct}/{len(self.test)})"
+            f"\nOn the test split ({decoding_name}): sacreBLEU {bleu_score.score:.2f}, "
+            f"chrF {chrf_score.score:.2f}, exact match {correct / len(self.test):.2%} "
+            f"({correct}/{len(self.test)})"
         )
         return {
             "exact_match": correct / len(self.test),
-            "sacrebleu": round(bleu.score, 2),
-            "sacrebleu_signature": str(bleu_metric.get_signature()),
+            "sacrebleu": round(bleu_score.score, 2),
+            "sacrebleu_signature": str(bleu.get_signature()),
+            "chrf": round(chrf_score.score, 2),
+            "chrf_signature": str(chrf.get_signature()),
             "test_examples": len(self.test),
-            "decoding": "greedy" if config.beam_size == 1 else f"beam {config.beam_size}",
+            "decoding": decoding_name,
         }
 
     def export(self, model, output_dir):

@@ -1,0 +1,169 @@
+"""Every recipe on a user's own text files: the splits held out, the choices
+made for the data, and bad files refused with a message and exit status 1."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_attention.data import dates, text_files
+from keras_attention.data.tokenizers import SubwordTokenizer
+from keras_attention.recipes import classify, language_model, translate
+
+SMALL_RUN = ["--epochs", "1", "--batch-size", "16", "--max-length", "24"]
+
+
+@pytest.fixture(scope="module")
+def examples():
+    """Written dates: the text, the ISO date and the locale that wrote it."""
+    return list(dates.generate("train", 400, locales=("en", "fr", "de", "es")))
+
+
+def write_lines(path, lines, header=b""):
+    """Writes `lines` as a Windows editor would: a byte-order mark and CRLF."""
+    path.write_bytes(header + "".join(f"{line}\r\n" for line in lines).encode())
+    return path
+
+
+def test_translate_on_a_file_chooses_for_the_data_and_serves_it(examples, tmp_path, capsys):
+    pairs = write_lines(
+        tmp_path / "pairs.tsv",
+        [f"{e.source}\t{e.target}\tCC-BY 2.0 attribution #{i}" for i, e in enumerate(examples)],
+        header=b"\xef\xbb\xbf",
+    )
+    output_dir = tmp_path / "run"
+    translate.main(["--train-file", str(pairs), "--output-dir", str(output_dir), *SMALL_RUN])
+    printed = capsys.readouterr().out
+
+    assert "held out of" in printed
+    assert (
+        "Chosen for the data (set these flags to choose otherwise): --tokenizer subword, "
+        "--vocabulary-size 500, --model-preset tiny, --beam-size 4"
+    ) in printed
+    config = json.loads((output_dir / "config.json").read_text())
+    assert (config["tokenizer"], config["model_preset"], config["beam_size"]) == (
+        "subword",
+        "tiny",
+        4,
+    )
+    results = json.loads((output_dir / "evaluation.json").read_text())
+    assert results["decoding"] == "beam 4"
+    assert 0 <= results["sacrebleu"] <= 100 and 0 <= results["chrf"] <= 100
+    assert results["chrf_signature"].startswith("nrefs:1")
+    # Held out by a hash of the source: about 5% each, no source in two splits.
+    assert 8 <= results["test_examples"] <= 40
+    # The export, with two SentencePiece models, translates as the model did.
+    assert "translates these differently" not in printed
+    source = SubwordTokenizer.load(output_dir / "source_vocabulary.model")
+    target = SubwordTokenizer.load(output_dir / "target_vocabulary.model")
+    assert source.vocabulary != target.vocabulary
+    assert (output_dir / "attention.png").is_file()
+
+
+def test_classify_on_files_with_string_labels(examples, tmp_path, capsys):
+    train = write_lines(tmp_path / "train.tsv", [f"{e.source}\t{e.locale}" for e in examples])
+    test = write_lines(
+        tmp_path / "test.tsv",
+        [f"{e.source}\t{e.locale}" for e in dates.generate("test", 40, locales=("fr", "de"))],
+    )
+    output_dir = tmp_path / "run"
+    flags = ["--train-file", str(train), "--test-file", str(test), "--output-dir", str(output_dir)]
+    classify.main([*flags, *SMALL_RUN])
+    printed = capsys.readouterr().out
+
+    assert f"test 40 ({test})" in printed and "validation" in printed
+    assert json.loads((output_dir / "labels.json").read_text()) == ["de", "en", "es", "fr"]
+    assert json.loads((output_dir / "evaluation.json").read_text())["test_examples"] == 40
+    served = tf.saved_model.load(str(output_dir / "serving" / "classify" / "1"))
+    answer = served.signatures["serving_default"](text=tf.constant(["29 novembre 2026"]))
+    assert answer["label"].numpy()[0].decode() in ("de", "en", "es", "fr")
+
+
+def test_language_model_on_a_file_of_lines(examples, tmp_path, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", [e.source for e in examples] + [""])
+    output_dir = tmp_path / "run"
+    language_model.main(["--train-file", str(corpus), "--output-dir", str(output_dir), *SMALL_RUN])
+    assert "--tokenizer subword" in capsys.readouterr().out
+    results = json.loads((output_dir / "evaluation.json").read_text())
+    assert results["perplexity"] > 1
+    assert (output_dir / "text_vocabulary.model").is_file()
+
+
+def test_any_tfds_data_set_by_name_and_keys(tmp_path):
+    output_dir = tmp_path / "run"
+    flags = [
+        "--dataset",
+        "tfds:ag_news_subset",
+        "--text-key",
+        "description",
+        "--label-key",
+        "label",
+        "--data-dir",
+        str(tmp_path / "tfds"),
+        "--output-dir",
+        str(output_dir),
+        "--vocabulary-size",
+        "60",
+        *SMALL_RUN,
+    ]
+    with tfds.testing.mock_data(num_examples=48, policy=tfds.testing.MockPolicy.USE_CODE):
+        classify.main(flags)
+    labels = json.loads((output_dir / "labels.json").read_text())
+    assert labels == ["World", "Sports", "Business", "Sci/Tech"]
+    config = json.loads((output_dir / "config.json").read_text())
+    assert (config["tokenizer"], config["model_preset"]) == ("subword", "tiny")
+
+
+@pytest.mark.parametrize(
+    "recipe,content,message",
+    [
+        ("translate", None, "missing.tsv: no such file"),
+        ("translate", b"", "is empty"),
+        ("translate", b"one\tun\ntwo deux\n", "train.tsv, line 2 has no tab"),
+        ("translate", b"one\tun\nd\xe9j\xe0\tdeja\n", "train.tsv, line 2 is not UTF-8"),
+        ("translate", b"one\tun\n" * 10, "too few examples (10) to hold out"),
+        ("classify", b"good\tpos\nbad\tneg\n", "test.tsv, line 1 has the label 'neutral'"),
+    ],
+)
+def test_bad_files_end_with_a_message_and_status_1(recipe, content, message, tmp_path):
+    train = tmp_path / ("missing.tsv" if content is None else "train.tsv")
+    if content is not None:
+        train.write_bytes(content)
+    flags = ["--train-file", str(train), "--output-dir", str(tmp_path / "run")]
+    if recipe == "classify":
+        (tmp_path / "test.tsv").write_text("so so\tneutral\n")
+        (tmp_path / "validation.tsv").write_text("good\tpos\n")
+        flags += ["--test-file", str(tmp_path / "test.tsv")]
+        flags += ["--validation-file", str(tmp_path / "validation.tsv")]
+    result = subprocess.run(
+        [sys.executable, "-m", f"keras_attention.recipes.{recipe}", *flags],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_bad_lines_can_be_skipped_and_are_counted(examples, tmp_path, capsys):
+    lines = [f"{e.source}\t{e.target}" for e in examples]
+    lines[5] = lines[5].replace("\t", " ")
+    pairs = write_lines(tmp_path / "pairs.tsv", lines)
+    flags = ["--train-file", str(pairs), "--output-dir", str(tmp_path / "run")]
+    with pytest.raises(SystemExit, match="pairs.tsv, line 6 has no tab"):
+        translate.main(flags)
+    # Stopped before the run wrote anything but its config.
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    config = translate.TranslateConfig(train_file=str(pairs), skip_bad_lines=True)
+    recipe = translate.TranslateRecipe(config)
+    splits = recipe.read_files(lambda path: text_files.read_columns(path, skip_bad_lines=True))
+    assert "skipped 1 lines of" in capsys.readouterr().out
+    assert sum(len(split) for split in splits.values()) == len(examples) - 1
+
+
+def test_files_need_a_training_file(capsys):
+    with pytest.raises(SystemExit):
+        translate.main(["--test-file", "test.tsv"])
+    assert "--test-file needs --train-file" in capsys.readouterr().err
