@@ -53,9 +53,7 @@ def feature_keys(name, known, keys, flags):
     if not name.startswith(TFDS_PREFIX):
         return known[name]
     if any(key is None for key in keys):
-        raise ValueError(
-            f"--dataset {name} needs {' and '.join(flags)}: the names of its features"
-        )
+        raise ValueError(f"--dataset {name} needs {' and '.join(flags)}: the names of its features")
     return tuple(keys)
 
 
