@@ -21,7 +21,6 @@ from keras_attention.utils import Layer, check_choice, check_positive_int, check
 
 PRESETS = {
     "tiny": dict(embedding_dim=32, units=64),
-    "mini": dict(embedding_dim=128, units=256),
     # RNNsearch of Bahdanau et al. 2015: 620-wide embeddings, 1000 GRU units.
     "rnnsearch": dict(embedding_dim=620, units=1000, cell="gru", attention="bahdanau"),
 }

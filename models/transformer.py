@@ -18,8 +18,6 @@ from keras_attention.utils import check_choice, check_positive_int
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
-    # For real text on a CPU: about 10 minutes on 2 cores for 400,000 words.
-    "mini": dict(num_layers=3, model_dim=128, num_heads=4, intermediate_dim=512, dropout=0.1),
     "base": dict(
         num_layers=6,
         model_dim=512,

@@ -16,7 +16,6 @@ from keras_attention.utils import check_choice, check_positive_int
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
-    "mini": dict(num_layers=3, model_dim=128, num_heads=4, intermediate_dim=512, dropout=0.1),
     # BERT-base sizes.
     "base": dict(num_layers=12, model_dim=768, num_heads=12, intermediate_dim=3072, dropout=0.1),
 }

@@ -57,7 +57,6 @@ class TranslateConfig(common.TrainingConfig):
         positive=True,
     )
     eval_batch_size: int = common.flag(256, "batch size for decoding the test split", positive=True)
-    epochs: int = common.flag(8, "passes over the training split", positive=True)
     output_dir: str = common.flag("runs/translate", "where everything of this run is written")
     export_name: str = common.flag("translate", "the model's name in TF Serving")
 
@@ -150,6 +149,7 @@ class TranslateRecipe(common.Recipe):
     `translate_with_attention` draws the picture."""
 
     config_class = TranslateConfig
+    built_in_epochs = 8
 
     @property
     def model_name(self):

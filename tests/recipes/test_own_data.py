@@ -4,6 +4,7 @@ made for the data, and bad files refused with a message and exit status 1."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -28,14 +29,29 @@ def write_lines(path, lines, header=b""):
     return path
 
 
-def test_translate_on_a_file_chooses_for_the_data_and_serves_it(examples, tmp_path, capsys):
+def readme_quick_start_flags():
+    """The flags of the README's quick-start command (`--train-file pairs.tsv
+    --output-dir runs/mine`)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    command = "python -m keras_attention.recipes.translate "
+    (line,) = [line for line in readme.splitlines() if command + "--train-file" in line]
+    return line.split(command)[1].split()
+
+
+def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(examples, tmp_path, capsys):
+    """The README's command, on a small file and with a short run's flags
+    added, from the folder that has `pairs.tsv`."""
     pairs = write_lines(
         tmp_path / "pairs.tsv",
         [f"{e.source}\t{e.target}\tCC-BY 2.0 attribution #{i}" for i, e in enumerate(examples)],
         header=b"\xef\xbb\xbf",
     )
-    output_dir = tmp_path / "run"
-    translate.main(["--train-file", str(pairs), "--output-dir", str(output_dir), *SMALL_RUN])
+    flags = readme_quick_start_flags()
+    assert flags == ["--train-file", "pairs.tsv", "--output-dir", "runs/mine"]
+    output_dir = tmp_path / "runs" / "mine"
+    flags = [str(pairs) if flag == "pairs.tsv" else flag for flag in flags]
+    flags = [str(output_dir) if flag == "runs/mine" else flag for flag in flags]
+    translate.main([*flags, *SMALL_RUN])
     printed = capsys.readouterr().out
 
     assert "held out of" in printed
