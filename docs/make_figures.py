@@ -59,7 +59,7 @@ def translate_with_attention(run_dir, text):
     """The export's `translate_with_attention` answer for one text."""
     version = max(p for p in (run_dir / "serving" / "translate").iterdir() if p.name.isdigit())
     served = tf.saved_model.load(str(version)).signatures["translate_with_attention"]
-    return served(text=tf.constant([text]), beam_size=tf.constant(1), max_length=tf.constant(48))
+    return served(text=tf.constant([text]))
 
 
 def tokens(row):

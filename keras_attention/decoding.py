@@ -50,16 +50,17 @@ def greedy_search(model, inputs, max_length, start_id=START_ID, end_id=END_ID, u
         model: a zoo model (`Transformer`, `Seq2SeqAttention`, `TransformerLM`).
         inputs: source ids `[B, S]`, or for a `TransformerLM` prompt ids
             `[B, P]` (right-padded with 0).
-        max_length: int, the most tokens generated per sequence (in a TF
-            graph also a scalar int32 tensor).
+        max_length: int, the most tokens generated per sequence; also an
+            int32 tensor, a scalar or `[B]` (a limit per sequence).
         start_id, end_id: int, the start and end token ids.
         use_cache: bool, run only the newest position each step (KV cache,
             RNN state) instead of the whole prefix. Same tokens, less work.
 
     Returns:
         int32 ids: `[B, max_length]` generated tokens for encoder-decoders,
-        `[B, P + max_length]` prompt and completion for language models;
-        padded with 0 after the end token.
+        `[B, P + max_length]` prompt and completion for language models
+        (the largest `max_length`, when there is one per sequence); padded
+        with 0 after the end token.
     """
     return _decode(
         model,
@@ -160,19 +161,20 @@ def beam_search(
         `greedy_search`, and its length-normalised log-probability `[B]`.
     """
     _check_positive_int("beam_size", beam_size)
-    _check_positive_int("max_length", max_length)
+    room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     K = beam_size
-    total_length = prompt_width + max_length
+    total_length = prompt_width + room
 
     # Every batch item becomes K rows: [B * K, ...], beams of an item adjacent.
     def beams(x):
         return ops.repeat(x, K, axis=0)
 
     state = model.decoding_start(beams(inputs), total_length, use_cache=use_cache)
-    tokens = ops.pad(beams(prompt), [[0, 0], [0, max_length]])  # [B*K, L]
+    tokens = ops.pad(beams(prompt), [[0, 0], [0, room]])  # [B*K, L]
     prompt_length = ops.reshape(beams(_lengths(prompt)), (batch_size, K))  # [B, K]
+    end_length = prompt_length + (row_limit if _is_scalar(row_limit) else row_limit[:, None])
     # Only the first beam is live at the start, so the K beams differ.
     first_beam = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)  # [K]
     log_probs = ops.zeros((batch_size, K)) + first_beam[None, :]
@@ -190,7 +192,7 @@ def beam_search(
         )
         position = index + 1
         forced = position < prompt_length  # [B, K]: still inside the prompt
-        frozen = finished | (position >= prompt_length + max_length)
+        frozen = finished | (position >= end_length)
         vocabulary = ops.arange(vocabulary_size)
         prompt_token = ops.reshape(ops.take(tokens, position, axis=1), (batch_size, K, 1))
         # A frozen beam can only add padding, for free; a prompt position only
@@ -223,7 +225,7 @@ def beam_search(
         return index + 1, tokens, log_probs, finished, lengths, state
 
     def not_done(index, tokens, log_probs, finished, lengths, state):
-        frozen = finished | (index + 1 >= prompt_length + max_length)
+        frozen = finished | (index + 1 >= end_length)
         return (index < total_length - 1) & ~ops.all(frozen)
 
     _, tokens, log_probs, _, lengths, _ = ops.while_loop(
@@ -242,20 +244,21 @@ def beam_search(
 
 def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
     """The one-best loop: `choose(logits [B, V]) -> ids [B]` picks each token."""
-    _check_positive_int("max_length", max_length)
+    room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
-    total_length = prompt_width + max_length
+    total_length = prompt_width + room
     state = model.decoding_start(inputs, total_length, use_cache=use_cache)
-    tokens = ops.pad(prompt, [[0, 0], [0, max_length]])  # [B, L]
+    tokens = ops.pad(prompt, [[0, 0], [0, room]])  # [B, L]
     prompt_length = _lengths(prompt)  # [B]
+    end_length = prompt_length + row_limit  # [B]
     finished = ops.zeros((batch_size,), "bool")
 
     def step(index, tokens, finished, state):
         logits, state = model.decoding_step(tokens, index, state)
         position = index + 1
         forced = position < prompt_length
-        frozen = finished | (position >= prompt_length + max_length)
+        frozen = finished | (position >= end_length)
         chosen = ops.cast(choose(_no_padding(logits)), tokens.dtype)
         token = ops.where(
             forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
@@ -265,7 +268,7 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
         return index + 1, tokens, finished, state
 
     def not_done(index, tokens, finished, state):
-        frozen = finished | (index + 1 >= prompt_length + max_length)
+        frozen = finished | (index + 1 >= end_length)
         return (index < total_length - 1) & ~ops.all(frozen)
 
     _, tokens, _, _ = ops.while_loop(not_done, step, (0, tokens, finished, state))
@@ -294,9 +297,23 @@ def _no_padding(logits):
     return ops.where(is_padding, NEG_INF, logits)
 
 
-def _check_positive_int(name, value):
-    """A Python int must be >= 1. A scalar integer tensor passes unchecked: a
-    TF graph (such as an exported signature) may pass one, and clamps it."""
-    if ops.is_tensor(value) and "int" in str(value.dtype) and len(value.shape) == 0:
+def _check_positive_int(name, value, ranks=(0,)):
+    """A Python int must be >= 1. An integer tensor of one of `ranks` passes
+    unchecked: a TF graph (such as an exported signature) may pass one, and
+    clamps it."""
+    if ops.is_tensor(value) and "int" in str(value.dtype) and len(value.shape) in ranks:
         return
     check_positive_int(name, value)
+
+
+def _is_scalar(value):
+    return not ops.is_tensor(value) or len(value.shape) == 0
+
+
+def _limits(max_length):
+    """`(room, row_limit)`: how many new tokens the buffer holds, and each
+    row's limit, a scalar or (with one `max_length` per row) `[B]`."""
+    _check_positive_int("max_length", max_length, ranks=(0, 1))
+    if _is_scalar(max_length):
+        return max_length, max_length
+    return ops.max(max_length), ops.cast(max_length, "int32")

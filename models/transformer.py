@@ -9,6 +9,7 @@ from keras_attention.models.transformer_stacks import (
     TransformerEncoder,
     cached_decoding_step,
     embed,
+    encode,
     padding_mask,
     sinusoidal_positions,
 )
@@ -131,16 +132,12 @@ class Transformer(ZooModel):
 
     def encode(self, source_ids, training=None, return_attention_scores=False):
         """Source ids `[B, S]` -> encoder output `[B, S, D]` (and weights)."""
-        x = embed(
+        return encode(
+            self.encoder,
             source_ids,
             self.source_embedding,
             self.positional_encoding,
             self.source_dropout,
-            training=training,
-        )
-        return self.encoder(
-            x,
-            padding_mask=padding_mask(source_ids),
             training=training,
             return_attention_scores=return_attention_scores,
         )

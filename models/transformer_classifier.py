@@ -7,7 +7,7 @@ from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import (
     TransformerEncoder,
-    embed,
+    encode,
     padding_mask,
     sinusoidal_positions,
 )
@@ -83,16 +83,13 @@ class TransformerClassifier(ZooModel):
         self._set_config(locals())
 
     def encode(self, token_ids, training=None, return_attention_scores=False):
-        x = embed(
+        """Token ids `[B, T]` -> encoder output `[B, T, D]` (and weights)."""
+        return encode(
+            self.encoder,
             token_ids,
             self.token_embedding,
             self.positional_encoding,
             self.embedding_dropout,
-            training=training,
-        )
-        return self.encoder(
-            x,
-            padding_mask=padding_mask(token_ids),
             training=training,
             return_attention_scores=return_attention_scores,
         )

@@ -164,6 +164,14 @@ def embed(token_ids, embedding, positions, dropout, start_index=0, training=None
     return dropout(positions(embedding(token_ids), start_index=start_index), training=training)
 
 
+def encode(encoder, token_ids, embedding, positions, dropout, training=None, **kwargs):
+    """Token ids `[B, S]` -> the encoder stack's output `[B, S, D]`: embedded
+    (see `embed`), then through the stack with padding masked out. `kwargs`
+    go to the stack (`return_attention_scores`)."""
+    x = embed(token_ids, embedding, positions, dropout, training=training)
+    return encoder(x, padding_mask=padding_mask(token_ids), training=training, **kwargs)
+
+
 def sinusoidal_positions(dtype_policy):
     return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
 

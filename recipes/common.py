@@ -14,7 +14,8 @@ import tensorflow as tf
 from keras_attention import visualize
 from keras_attention.data import datasets, text_files
 from keras_attention.data.tokenizers import TOKENIZERS, CharacterTokenizer, SubwordTokenizer
-from keras_attention.export import export_model
+from keras_attention.export import export_model, write_models_config
+from keras_attention.export import versions as export_versions
 from keras_attention.files import write_atomically, write_json  # noqa: F401
 from keras_attention.recipes import resume
 
@@ -590,11 +591,15 @@ class Recipe:
 
     def export(self, model, output_dir, target_tokenizer=None, **kwargs):
         """Exports `model` with `self.tokenizer` for TF Serving (see
-        `keras_attention.export`) and returns the version folder."""
+        `keras_attention.export`) and returns the version folder. The base
+        folder also gets `models.config`, listing every model in it as the
+        server sees them with the folder mounted at `/models`, and
+        `batching_parameters.txt`."""
         config = self.config
-        return export_model(
+        base = Path(config.export_dir or output_dir / "serving")
+        version = export_model(
             model,
-            config.export_dir or output_dir / "serving",
+            base,
             config.export_name,
             self.tokenizer,
             target_tokenizer,
@@ -604,6 +609,9 @@ class Recipe:
             config=dataclasses.asdict(config),
             **kwargs,
         )
+        names = sorted(folder.name for folder in base.iterdir() if export_versions(folder))
+        write_models_config(base / "models.config", {name: f"/models/{name}" for name in names})
+        return version
 
     def draw(self, model, output_dir, export_path):
         raise NotImplementedError
@@ -611,6 +619,7 @@ class Recipe:
     def run(self):
         config = self.config
         strategy, output_dir = start_run(config)
+        self.output_dir = output_dir  # this process's: workers other than the chief write apart
         train_batches, validation, data_description = self.prepare(output_dir)
         config = self.config  # with what `prepare` chose for the data
         write_json(output_dir / "config.json", dataclasses.asdict(config))

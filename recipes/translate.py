@@ -234,6 +234,7 @@ class TranslateRecipe(common.Recipe):
             f"chrF {chrf_score.score:.2f}, exact match {correct / len(self.test):.2%} "
             f"({correct}/{len(self.test)})"
         )
+        self.write_translations()
         return {
             "exact_match": correct / len(self.test),
             "sacrebleu": round(bleu_score.score, 2),
@@ -243,6 +244,19 @@ class TranslateRecipe(common.Recipe):
             "test_examples": len(self.test),
             "decoding": decoding_name,
         }
+
+    def write_translations(self):
+        """`test_translations.tsv` in the run's folder: source, reference and
+        the model's translation of every test pair, for reading the errors
+        and for other metrics."""
+        lines = [
+            f"{source}\t{reference}\t{prediction}\n"
+            for (source, reference), prediction in zip(self.test, self.predictions, strict=True)
+        ]
+        common.write_atomically(
+            self.output_dir / "test_translations.tsv",
+            "source\treference\ttranslation\n" + "".join(lines),
+        )
 
     def export(self, model, output_dir):
         return super().export(
@@ -254,11 +268,7 @@ class TranslateRecipe(common.Recipe):
         and draws which source tokens each output token attended to."""
         examples = self.test[:8]
         served = tf.saved_model.load(str(export_path)).signatures["translate_with_attention"]
-        outputs = served(
-            text=tf.constant([s for s, _ in examples]),
-            beam_size=tf.constant(self.config.beam_size),
-            max_length=tf.constant(self.config.max_length),
-        )
+        outputs = served(text=tf.constant([s for s, _ in examples]))
         translations = [t.decode("utf-8") for t in outputs["translation"].numpy()]
         print(f"\nTranslated by the export in {export_path}:")
         for (source, target), translation in zip(examples, translations, strict=True):

@@ -37,17 +37,41 @@ def decode_in_process(model, tokenizer, texts, beam_size=BEAM_SIZE, max_length=M
     return list(tokenizer.detokenize(output).numpy())
 
 
+def per_row(*values):
+    return np.array(values, dtype=np.int32)
+
+
+# Per-request options, row by row: (beam size, maximum length) of each of TEXTS.
+MIXED_OPTIONS = [(1, 4), (3, 10), (2, 2), (3, 4)]
+
+
 def requests(exports):
     """What the fresh process asks each export: (signature, inputs) pairs."""
     texts, odd = as_bytes(TEXTS), as_bytes(ODD_TEXTS)
+    n = len(TEXTS)
+    beam_sizes, max_lengths = zip(*MIXED_OPTIONS, strict=True)
     translation = [
-        ("serving_default", {"text": texts}),  # defaults for beam_size and max_length
-        ("serving_default", {"text": texts, "beam_size": np.int32(3), "max_length": np.int32(4)}),
+        ("serving_default", {"text": texts}),  # the export's beam size and length
+        (
+            "translate_with_options",
+            {"text": texts, "beam_size": per_row(*[3] * n), "max_length": per_row(*[4] * n)},
+        ),
         ("translate_with_attention", {"text": texts}),
         ("serving_default", {"text": odd}),
         ("serving_default", {"text": EMPTY}),
         ("translate_with_attention", {"text": EMPTY}),
-        ("serving_default", {"text": texts, "beam_size": np.int32(99), "max_length": np.int32(-3)}),
+        (
+            "translate_with_options",
+            {"text": texts, "beam_size": per_row(*[99] * n), "max_length": per_row(*[-3] * n)},
+        ),
+        (
+            "translate_with_options",
+            {"text": texts, "beam_size": per_row(*beam_sizes), "max_length": per_row(*max_lengths)},
+        ),
+        (
+            "translate_with_options",
+            {"text": EMPTY, "beam_size": per_row(), "max_length": per_row()},
+        ),
     ]
     warmup = [
         (r.model_spec.signature_name, {k: tf.make_ndarray(v) for k, v in r.inputs.items()})
@@ -65,5 +89,13 @@ def requests(exports):
             ("serving_default", {"prompt": texts}),
             ("serving_default", {"prompt": odd}),
             ("serving_default", {"prompt": EMPTY}),
+            (
+                "complete_with_options",
+                {
+                    "prompt": texts,
+                    "beam_size": per_row(*beam_sizes),
+                    "max_length": per_row(*max_lengths),
+                },
+            ),
         ],
     }

@@ -45,8 +45,10 @@ def test_self_attention_decoding_and_serving_ran(smoke):
     assert lengths == [64, 64, 128, 128]
     assert all(row["ms"] > 0 and row["peak_mib"] >= 0 for row in results["self_attention"])
     assert [row["output_tokens"] for row in results["greedy_decoding"]] == [4, 8]
-    (serving,) = results["serving"]
-    assert serving["exported_ms"] > 0 and serving["in_process_ms"] > 0
+    assert [row["batch_size"] for row in results["serving"]] == [1, 32]
+    for serving in results["serving"]:
+        assert serving["exported_ms"] > 0 and serving["in_process_ms"] > 0
+        assert serving["exported_with_options_ms"] > 0
     assert "exported/in-process" in stdout
 
 

@@ -83,6 +83,28 @@ def test_a_batch_decodes_like_each_item_alone(name, method):
 
 
 @pytest.mark.parametrize("name", ["transformer", "seq2seq_bahdanau_gru", "lm"])
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_each_row_may_have_its_own_max_length(name, method):
+    """`max_length` `[B]` in a graph: each row decodes as alone with its own."""
+    model, inputs = make_model(name), inputs_for(name)
+    limits = [2, MAX_LENGTH, 4]
+
+    def run(x, max_length):
+        if method == "greedy":
+            return decoding.greedy_search(model, x, max_length)
+        return decoding.beam_search(model, x, max_length, beam_size=2)[0]
+
+    spec = [tf.TensorSpec([None, inputs.shape[1]], tf.int32), tf.TensorSpec([None], tf.int32)]
+    batch = tf.function(run, input_signature=spec)(inputs, tf.constant(limits)).numpy()
+    prompt_width = inputs.shape[1] if name == "lm" else 0
+    assert batch.shape[1] == prompt_width + MAX_LENGTH  # room for the longest
+    for row, limit in enumerate(limits):
+        alone = to_numpy(run(inputs[row : row + 1], limit))[0]
+        np.testing.assert_array_equal(batch[row, : len(alone)], alone)
+        assert np.all(batch[row, len(alone) :] == 0)
+
+
+@pytest.mark.parametrize("name", ["transformer", "seq2seq_bahdanau_gru", "lm"])
 def test_graph_and_xla_give_the_eager_tokens(name):
     model, inputs = make_model(name), inputs_for(name)
     eager = to_numpy(decoding.greedy_search(model, inputs, MAX_LENGTH))

@@ -2,11 +2,11 @@
 
     python -m keras_attention.export.client --model translate "29 novembre 2026"
     python -m keras_attention.export.client --model translate --grpc localhost:8500 \\
-        --signature translate_with_attention --beam-size 4 "29 novembre 2026"
+        --beam-size 4 "29 novembre 2026"      # asks translate_with_options
 
-Both functions take the signature's inputs as a dict (a list of strings for
-`text` / `prompt`, ints for `beam_size` / `max_length`; inputs left out take
-the signature's defaults) and return its outputs as numpy arrays, so
+Both functions take the signature's inputs as a dict of columns, one value
+per text each (a list of strings for `text` / `prompt`, lists of ints for
+`beam_size` / `max_length`), and return its outputs as numpy arrays, so
 `predict_rest(...)` and `predict_grpc(...)` answer alike.
 """
 
@@ -18,6 +18,8 @@ import urllib.request
 import numpy as np
 
 REST_PORT, GRPC_PORT = 8501, 8500
+# The signature that takes per-request options, by the name of the text input.
+OPTIONS_SIGNATURES = {"text": "translate_with_options", "prompt": "complete_with_options"}
 
 
 def predict_rest(
@@ -27,9 +29,11 @@ def predict_rest(
     signature_name="serving_default",
     version=None,
     timeout=60.0,
+    rows=False,
 ):
     """Calls `POST /v1/models/MODEL[/versions/V]:predict` with the columnar
-    ("inputs") request format.
+    request format (`"inputs"`), or with `rows` the row format
+    (`"instances"`: one object per text).
 
     Returns:
         dict output name -> numpy array (strings as `bytes`).
@@ -38,22 +42,39 @@ def predict_rest(
         RuntimeError: the server answered with an error (its message included).
     """
     path = f"/v1/models/{model}" + (f"/versions/{int(version)}" if version is not None else "")
-    body = {"signature_name": signature_name, "inputs": {k: _to_json(v) for k, v in inputs.items()}}
-    request = urllib.request.Request(
+    columns = {k: _to_json(v) for k, v in inputs.items()}
+    if rows:
+        instances = [
+            dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)
+        ]
+        body = {"signature_name": signature_name, "instances": instances}
+        predictions = _http(_post(host, path, body), host, timeout)["predictions"]
+        if predictions and isinstance(predictions[0], dict):
+            return {name: _from_json([p[name] for p in predictions]) for name in predictions[0]}
+        (name,) = _output_names(host, path, signature_name, timeout)
+        return {name: _from_json(predictions)}
+    body = {"signature_name": signature_name, "inputs": columns}
+    outputs = _http(_post(host, path, body), host, timeout)["outputs"]
+    if not isinstance(outputs, dict):
+        # A signature with one output is answered without its name.
+        (name,) = _output_names(host, path, signature_name, timeout)
+        outputs = {name: outputs}
+    return {name: _from_json(value) for name, value in outputs.items()}
+
+
+def _post(host, path, body):
+    return urllib.request.Request(
         f"http://{host}{path}:predict",
         data=json.dumps(body).encode("utf-8"),
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    outputs = _http(request, host, timeout)["outputs"]
-    if not isinstance(outputs, dict):
-        # A signature with one output is answered without its name: ask the
-        # model's metadata for it.
-        metadata = _http(urllib.request.Request(f"http://{host}{path}/metadata"), host, timeout)
-        signature = metadata["metadata"]["signature_def"]["signature_def"][signature_name]
-        (name,) = signature["outputs"]
-        outputs = {name: outputs}
-    return {name: _from_json(value) for name, value in outputs.items()}
+
+
+def _output_names(host, path, signature_name, timeout):
+    """The signature's output names, from the model's metadata."""
+    metadata = _http(urllib.request.Request(f"http://{host}{path}/metadata"), host, timeout)
+    return list(metadata["metadata"]["signature_def"]["signature_def"][signature_name]["outputs"])
 
 
 def _http(request, host, timeout):
@@ -138,7 +159,11 @@ def main(argv=None):
     parser.add_argument("--model", required=True, help="the model's name in TF Serving")
     parser.add_argument("--rest", default=f"localhost:{REST_PORT}", help="REST host:port")
     parser.add_argument("--grpc", help="gRPC host:port (used instead of REST when given)")
-    parser.add_argument("--signature", default="serving_default", help="signature name")
+    parser.add_argument(
+        "--signature",
+        help="signature name (default: serving_default, or with --beam-size or --max-length "
+        "the options signature, translate_with_options or complete_with_options)",
+    )
     parser.add_argument("--input", default="text", help="the text input's name (prompt for LMs)")
     parser.add_argument("--beam-size", type=int, help="beam size (default: the export's)")
     parser.add_argument("--max-length", type=int, help="most tokens generated")
@@ -146,9 +171,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     inputs = {args.input: args.texts}
-    for name in ("beam_size", "max_length"):
-        if getattr(args, name) is not None:
-            inputs[name] = getattr(args, name)
+    if args.beam_size is not None or args.max_length is not None:
+        # The options signature takes both, one value per text; the
+        # export's own limits clamp a value that is too large.
+        inputs["beam_size"] = [args.beam_size or 1] * len(args.texts)
+        inputs["max_length"] = [args.max_length or 2**31 - 1] * len(args.texts)
+        options_signature = OPTIONS_SIGNATURES.get(args.input, "translate_with_options")
+        args.signature = args.signature or options_signature
+    args.signature = args.signature or "serving_default"
     try:
         if args.grpc:
             outputs = predict_grpc(inputs, args.model, args.grpc, args.signature, args.version)

@@ -1,5 +1,6 @@
 """TF Serving's layout on disk: `BASE/NAME/VERSION/`, written atomically;
-warm-up records; a `models.config` for several models.
+warm-up records; a `models.config` for several models, and beside it the
+`batching_parameters.txt` for TF Serving's `--enable_batching`.
 
 A model server watching `BASE/NAME` loads the highest integer-named folder.
 A version is written under a temporary name beside it (which the server
@@ -7,11 +8,13 @@ ignores: it is not an integer) and renamed into place only when complete, so
 the server never sees half a version.
 """
 
+import os
 from pathlib import Path
 
 import tensorflow as tf
 
 from keras_attention.files import write_atomically, write_folder_atomically
+from keras_attention.utils import check_positive_int
 
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 
@@ -96,13 +99,31 @@ def read_warmup_requests(path):
     return requests
 
 
-def write_models_config(path, models):
-    """Writes a TF Serving `--model_config_file` for several models.
+BATCHING_FILE = "batching_parameters.txt"
+
+# TF Serving's server-side batching, for these models on CPU:
+# - max_batch_size 32: a batch's decoding loop runs until its longest answer
+#   ends, so a larger batch makes short requests wait for long ones, and on
+#   a CPU core 32 rows already keep the matrix products busy;
+# - batch_timeout_micros 5000: a request waits at most 5 ms for others to
+#   join its batch, small beside a translation's own time (tens of ms);
+# - num_batch_threads: one batch at a time per CPU core of the server;
+# - max_enqueued_batches 100: beyond 3,200 waiting requests, new ones are
+#   refused at once (UNAVAILABLE) instead of waiting without bound.
+BATCHING = {"max_batch_size": 32, "batch_timeout_micros": 5000, "max_enqueued_batches": 100}
+
+
+def write_models_config(path, models, num_batch_threads=None):
+    """Writes a TF Serving `--model_config_file` for several models, and
+    beside it `batching_parameters.txt` for `--enable_batching
+    --batching_parameters_file` (see `BATCHING` for the values and why).
 
     Args:
         path: the file to write (atomically).
         models: dict model name -> base path (`BASE/NAME`, as the server sees
             it, e.g. `/models/dates` inside a container).
+        num_batch_threads: batches run at once: the server's CPU cores
+            (default: this machine's).
 
     Returns:
         The text written (protobuf text format of `ModelServerConfig`).
@@ -112,6 +133,7 @@ def write_models_config(path, models):
 
     if not models:
         raise ValueError(f"`models` must name at least one model. Received: {models!r}")
+    threads = check_positive_int("num_batch_threads", num_batch_threads or os.cpu_count() or 1)
     config = model_server_config_pb2.ModelServerConfig()
     for name, base_path in models.items():
         if not name or "/" in name:
@@ -122,4 +144,9 @@ def write_models_config(path, models):
         entry.model_platform = "tensorflow"
     text = text_format.MessageToString(config)
     write_atomically(path, text)
+    batching = {**BATCHING, "num_batch_threads": threads}
+    write_atomically(
+        Path(path).parent / BATCHING_FILE,
+        "".join(f"{name} {{ value: {value} }}\n" for name, value in batching.items()),
+    )
     return text

@@ -7,10 +7,19 @@ tokenisation, truncation, the model, the decoding loop with its KV cache,
 detokenisation), so TF Serving runs the SavedModel with only TensorFlow's
 and TF Text's ops: none of this package's Python is needed there.
 
+Every input and output is batch-major, its first dimension the batch, so
+TF Serving's server-side batching can concatenate requests. `serving_default`
+takes only the texts and decodes with the beam size and length fixed at
+export (a graph specialised to them). Per-request options (`beam_size`,
+`max_length`) are `[B]` inputs of a second signature,
+`translate_with_options` or `complete_with_options`: the rows that ask for
+the same options are decoded together, each group on its own, so a row's
+answer does not depend on the other rows of a batch.
+
 No input a client can send is an error inside the graph: bytes that are not
 UTF-8 are repaired (U+FFFD), texts longer than `max_length` tokens are
 truncated, an empty text or an empty batch gets a well-formed answer, and
-`beam_size` / `max_length` inputs are clamped to [1, the export's limit].
+`beam_size` / `max_length` values are clamped to [1, the export's limit].
 """
 
 import tensorflow as tf
@@ -20,7 +29,7 @@ from keras_attention.data.tokenizers import PAD_ID, START_ID
 
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for
 TEXTS = tf.TensorSpec([None], tf.string)
-SCALAR_INT = tf.TensorSpec([], tf.int32)
+PER_ROW_INT = tf.TensorSpec([None], tf.int32)
 
 
 def token_ids(tokenizer, texts, max_length):
@@ -45,6 +54,31 @@ def token_strings(vocabulary, ids):
 
 def clamp(value, upper):
     return tf.clip_by_value(tf.cast(value, tf.int32), 1, upper)
+
+
+def decode_by_options(texts, options, decode):
+    """Strings `[B]`: `decode(texts of a group, its options [N])` for each
+    group of rows that share their options, so a row's answer is the one it
+    would get alone.
+
+    Args:
+        texts: string `[B]`.
+        options: a list of N int32 `[B]` tensors, one value per row each.
+        decode: function of `(texts [b], options [N])` -> strings `[b]`.
+    """
+    options = tf.stack(options, axis=1)  # [B, N]
+    tf.debugging.assert_equal(
+        tf.shape(options)[0],
+        tf.shape(texts)[0],
+        message="each per-request option needs one value per text",
+    )
+    groups, group_of_row = tf.raw_ops.UniqueV2(x=options, axis=[0])  # [G, N], [B]
+    answers = tf.fill(tf.shape(texts), "")
+    for group in tf.range(tf.shape(groups)[0]):
+        rows = tf.where(group_of_row == group)[:, 0]  # [b]
+        group_answers = decode(tf.gather(texts, rows), groups[group])
+        answers = tf.tensor_scatter_nd_update(answers, rows[:, None], group_answers)
+    return answers
 
 
 class Server(tf.Module):
@@ -73,20 +107,32 @@ class Server(tf.Module):
         """Signature name -> `tf.function`, for `tf.saved_model.save`."""
         return {name: getattr(self, name) for name in self._signature_names}
 
+    # Signature name -> {option input: the value a warm-up request sends}.
+    option_inputs = {}
+
     def warmup_inputs(self, texts):
         """Signature name -> inputs of one warm-up request."""
-        return {name: {self.text_input: texts} for name in self._signature_names}
+        requests = {}
+        for name in self._signature_names:
+            options = self.option_inputs.get(name, {})
+            requests[name] = {
+                self.text_input: texts,
+                **{option: [value] * len(texts) for option, value in options.items()},
+            }
+        return requests
 
 
 class TranslationServer(Server):
     """Signatures of an encoder-decoder (`Transformer`, `Seq2SeqAttention`).
 
-    - `serving_default`: `text` `[B]` (and optional `beam_size`,
-      `max_length`) -> `translation` `[B]`.
+    - `serving_default`: `text` `[B]` -> `translation` `[B]`, decoded with
+      the export's beam size and maximum length.
     - `translate_with_attention`: the same, plus `source_tokens` `[B, S]`,
       `target_tokens` `[B, T]` ("" for padding) and `attention`
       `[B, H, T, S]`, the last decoder layer's cross-attention weights per
       head (H = 1 for the RNN): row t is what output token t attended to.
+    - `translate_with_options`: `text`, `beam_size` and `max_length`, all
+      `[B]` -> `translation` `[B]`, each row with its own options.
     """
 
     text_input = "text"
@@ -94,31 +140,23 @@ class TranslationServer(Server):
     def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size=1):
         source_vocabulary = tf.constant(source_tokenizer.vocabulary)
         target_vocabulary = tf.constant(target_tokenizer.vocabulary)
+        max_length_limit = max_length
+        self.option_inputs = {
+            "translate_with_options": {"beam_size": beam_size, "max_length": max_length}
+        }
 
         def translate(text, beam_size, max_length):
             source_ids = token_ids(source_tokenizer, text, max_length_limit)
-            output_ids, _ = decoding.beam_search(
-                model,
-                source_ids,
-                clamp(max_length, max_length_limit),
-                beam_size=clamp(beam_size, MAX_BEAM_SIZE),
-            )
+            output_ids, _ = decoding.beam_search(model, source_ids, max_length, beam_size=beam_size)
             return source_ids, output_ids
 
-        max_length_limit = max_length
-        # Tensor defaults become the SignatureDef's defaults: a request may
-        # leave out beam_size and max_length.
-        default_beam_size, default_max_length = tf.constant(beam_size), tf.constant(max_length)
-
-        @tf.function(input_signature=[TEXTS, SCALAR_INT, SCALAR_INT])
-        def serving_default(text, beam_size=default_beam_size, max_length=default_max_length):
+        @tf.function(input_signature=[TEXTS])
+        def serving_default(text):
             _, output_ids = translate(text, beam_size, max_length)
             return {"translation": target_tokenizer.detokenize(output_ids)}
 
-        @tf.function(input_signature=[TEXTS, SCALAR_INT, SCALAR_INT])
-        def translate_with_attention(
-            text, beam_size=default_beam_size, max_length=default_max_length
-        ):
+        @tf.function(input_signature=[TEXTS])
+        def translate_with_attention(text):
             source_ids, output_ids = translate(text, beam_size, max_length)
             # Teacher-force the decoded output to read its attention weights:
             # the decoder input is <s> y1 .. y(n-1), so row t produced y_t.
@@ -135,11 +173,23 @@ class TranslationServer(Server):
                 "attention": attention * real,  # rows after the end are 0
             }
 
+        @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
+        def translate_with_options(text, beam_size, max_length):
+            def translate_group(text, options):
+                _, output_ids = translate(
+                    text, clamp(options[0], MAX_BEAM_SIZE), clamp(options[1], max_length_limit)
+                )
+                return target_tokenizer.detokenize(output_ids)
+
+            translation = decode_by_options(text, [beam_size, max_length], translate_group)
+            return {"translation": translation}
+
         super().__init__(
             [source_tokenizer, target_tokenizer],
             {
                 "serving_default": serving_default,
                 "translate_with_attention": translate_with_attention,
+                "translate_with_options": translate_with_options,
             },
             name="translation_server",
         )
@@ -171,9 +221,14 @@ class ClassificationServer(Server):
 
 
 class LanguageModelServer(Server):
-    """`serving_default` of a `TransformerLM`: `prompt` `[B]` (and optional
-    `beam_size`, `max_length`) -> `completion` `[B]`, the text generated
-    after each prompt (beam search; beam size 1 is greedy)."""
+    """Signatures of a `TransformerLM`:
+
+    - `serving_default`: `prompt` `[B]` -> `completion` `[B]`, the text
+      generated after each prompt, with the export's beam size (1: greedy)
+      and maximum length;
+    - `complete_with_options`: `prompt`, `beam_size` and `max_length`, all
+      `[B]` -> `completion` `[B]`, each row with its own options.
+    """
 
     text_input = "prompt"
     server_name = "language_model_server"
@@ -184,26 +239,45 @@ class LanguageModelServer(Server):
         # generated must fit in the model's `max_length` positions.
         positions = model.max_length
         prompt_limit = max_length if positions is None else min(max_length, positions - 2)
-        default_beam_size, default_max_length = tf.constant(beam_size), tf.constant(max_length)
+        self.option_inputs = {
+            "complete_with_options": {"beam_size": beam_size, "max_length": max_length}
+        }
 
-        @tf.function(input_signature=[TEXTS, SCALAR_INT, SCALAR_INT])
-        def serving_default(prompt, beam_size=default_beam_size, max_length=default_max_length):
+        def complete(prompt, beam_size, max_length):
             prompt_ids = token_ids(tokenizer, prompt, prompt_limit)
             start = tf.fill([tf.shape(prompt_ids)[0], 1], START_ID)
             prompt_ids = tf.concat([start, prompt_ids], axis=1)  # <s> x1 .. xn, right-padded
-            new_tokens = clamp(max_length, max_length_limit)
-            if positions is not None:
-                new_tokens = tf.minimum(new_tokens, positions - tf.shape(prompt_ids)[1])
-            ids, _ = decoding.beam_search(
-                model, prompt_ids, new_tokens, beam_size=clamp(beam_size, MAX_BEAM_SIZE)
-            )
-            # Each row is its prompt then its completion: keep what follows the prompt.
             prompt_length = tf.reduce_sum(tf.cast(prompt_ids != PAD_ID, tf.int32), axis=1)
+            new_tokens = max_length
+            if positions is not None:
+                # Each row's own room, so the answer does not depend on the
+                # longest prompt of the batch.
+                new_tokens = tf.minimum(new_tokens, positions - prompt_length)  # [B]
+            ids, _ = decoding.beam_search(model, prompt_ids, new_tokens, beam_size=beam_size)
+            # Each row is its prompt then its completion: keep what follows the prompt.
             generated = tf.range(tf.shape(ids)[1])[None, :] >= prompt_length[:, None]
             completion = tf.ragged.boolean_mask(ids, generated).to_tensor()
-            return {"completion": tokenizer.detokenize(completion)}
+            return tokenizer.detokenize(completion)
 
-        super().__init__([tokenizer], {"serving_default": serving_default}, name=self.server_name)
+        @tf.function(input_signature=[TEXTS])
+        def serving_default(prompt):
+            return {"completion": complete(prompt, beam_size, max_length)}
+
+        @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
+        def complete_with_options(prompt, beam_size, max_length):
+            def complete_group(prompt, options):
+                return complete(
+                    prompt, clamp(options[0], MAX_BEAM_SIZE), clamp(options[1], max_length_limit)
+                )
+
+            completion = decode_by_options(prompt, [beam_size, max_length], complete_group)
+            return {"completion": completion}
+
+        super().__init__(
+            [tokenizer],
+            {"serving_default": serving_default, "complete_with_options": complete_with_options},
+            name=self.server_name,
+        )
 
 
 def make_server(model, tokenizer, target_tokenizer, max_length, beam_size, label_names):

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from export_helpers import BEAM_SIZE, STAND_IN, TEXTS, decode_in_process
+from export_helpers import BEAM_SIZE, MIXED_OPTIONS, STAND_IN, TEXTS, decode_in_process
 
 from keras_attention.export import client
 
@@ -53,13 +53,36 @@ def test_rest_and_grpc_answer_like_the_model(exports, server):
 
 def test_inputs_signatures_and_versions(exports, server):
     rest, grpc = server
-    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS, 3, 4)
-    inputs = {"text": TEXTS, "beam_size": 3, "max_length": 4}
+    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
     for predict, target in ((client.predict_rest, rest), (client.predict_grpc, grpc)):
-        outputs = predict(inputs, "reverse", target, "translate_with_attention", version=1)
+        outputs = predict({"text": TEXTS}, "reverse", target, "translate_with_attention", 1)
         assert list(outputs["translation"]) == expected
         assert outputs["attention"].shape[:2] == (len(TEXTS), exports.translator.num_heads)
         assert np.issubdtype(outputs["attention"].dtype, np.floating)  # JSON: float64
+
+
+def test_per_request_options_in_the_column_and_row_formats(exports, server):
+    """What the README shows: options as [B] inputs, in TF Serving's
+    columnar ("inputs") and row ("instances") REST formats and over gRPC."""
+    rest, grpc = server
+    beam_sizes, max_lengths = zip(*MIXED_OPTIONS, strict=True)
+    inputs = {"text": TEXTS, "beam_size": list(beam_sizes), "max_length": list(max_lengths)}
+    expected = [
+        decode_in_process(exports.translator, exports.tokenizer, [text], beam_size, max_length)[0]
+        for text, (beam_size, max_length) in zip(TEXTS, MIXED_OPTIONS, strict=True)
+    ]
+    signature = "translate_with_options"
+    answers = [
+        client.predict_rest(inputs, "reverse", rest, signature),
+        client.predict_rest(inputs, "reverse", rest, signature, rows=True),
+        client.predict_grpc(inputs, "reverse", grpc, signature),
+    ]
+    for answer in answers:
+        assert list(answer["translation"]) == expected
+    by_rows = client.predict_rest(
+        {"text": TEXTS}, "reverse", rest, "translate_with_attention", rows=True
+    )
+    assert by_rows["attention"].shape[:2] == (len(TEXTS), exports.translator.num_heads)
 
 
 def test_errors_name_the_server_and_the_problem(server):
@@ -79,5 +102,10 @@ def test_command_line(exports, server, capsys):
     assert capsys.readouterr().out == f"translation: {expected}\n"
     client.main(["--model", "reverse", "--grpc", grpc, "--beam-size", str(BEAM_SIZE), *TEXTS])
     assert capsys.readouterr().out == f"translation: {expected}\n"
+    (short,) = decode_in_process(exports.translator, exports.tokenizer, ["1234"], 1, 2)
+    client.main(
+        ["--model", "reverse", "--rest", rest, "--beam-size", "1", "--max-length", "2", "1234"]
+    )
+    assert capsys.readouterr().out == f"translation: {[short.decode()]}\n"
     with pytest.raises(SystemExit, match="error: TF Serving at .* answered 404"):
         client.main(["--model", "nothing", "--rest", rest, "1"])

@@ -6,7 +6,14 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from export_helpers import BEAM_SIZE, MAX_LENGTH, ODD_TEXTS, TEXTS, decode_in_process
+from export_helpers import (
+    BEAM_SIZE,
+    MAX_LENGTH,
+    MIXED_OPTIONS,
+    ODD_TEXTS,
+    TEXTS,
+    decode_in_process,
+)
 
 from keras_attention import decoding, export
 from keras_attention.data.tokenizers import START_ID
@@ -32,13 +39,18 @@ def test_every_op_is_a_tensorflow_or_tf_text_op(exports, served):
     assert {"UnicodeTranscode", "LookupTableFindV2", "While"} <= ops
 
 
-def test_signatures_inputs_outputs_and_defaults(exports, served):
+def test_signatures_inputs_and_outputs(exports, served):
     signatures = served[1][str(exports.translator_v1)]["signatures"]
-    assert set(signatures) == {"serving_default", "translate_with_attention"}
+    assert set(signatures) == {
+        "serving_default",
+        "translate_with_attention",
+        "translate_with_options",
+    }
     default = signatures["serving_default"]
-    assert default["inputs"] == ["beam_size", "max_length", "text"]
-    assert default["outputs"] == ["translation"]
-    assert default["defaults"] == {"beam_size": BEAM_SIZE, "max_length": MAX_LENGTH}
+    assert default["inputs"] == ["text"] and default["outputs"] == ["translation"]
+    options = signatures["translate_with_options"]
+    assert options["inputs"] == ["beam_size", "max_length", "text"]
+    assert options["outputs"] == ["translation"]
     assert signatures["translate_with_attention"]["outputs"] == [
         "attention",
         "source_tokens",
@@ -48,9 +60,39 @@ def test_signatures_inputs_outputs_and_defaults(exports, served):
     classifier = served[1][str(exports.classifier_path)]["signatures"]["serving_default"]
     assert classifier["inputs"] == ["text"]
     assert classifier["outputs"] == ["label", "label_id", "probabilities"]
-    lm = served[1][str(exports.language_model_path)]["signatures"]["serving_default"]
-    assert lm["inputs"] == ["beam_size", "max_length", "prompt"]
-    assert lm["outputs"] == ["completion"]
+    lm = served[1][str(exports.language_model_path)]["signatures"]
+    assert lm["serving_default"]["inputs"] == ["prompt"]
+    assert lm["complete_with_options"]["inputs"] == ["beam_size", "max_length", "prompt"]
+    assert lm["serving_default"]["outputs"] == lm["complete_with_options"]["outputs"]
+    assert lm["serving_default"]["outputs"] == ["completion"]
+
+
+def test_every_signature_is_batch_major(exports, served):
+    """TF Serving's batching concatenates every input along dimension 0: each
+    input and output has rank >= 1 and an unknown first dimension."""
+    for path in (
+        exports.translator_v1,
+        exports.rnn_path,
+        exports.classifier_path,
+        exports.language_model_path,
+    ):
+        shapes = served[1][str(path)]["shapes"]
+        assert shapes, path
+        for (signature, kind, name), shape in shapes.items():
+            assert len(shape) >= 1 and shape[0] == -1, (path, signature, kind, name, shape)
+
+
+def test_every_signature_is_callable_in_python_with_only_the_text(exports):
+    """TF's Python signature wrappers apply no defaults: `serving_default`
+    must need only the text."""
+    for path, text_input in (
+        (exports.translator_v1, "text"),
+        (exports.classifier_path, "text"),
+        (exports.language_model_path, "prompt"),
+    ):
+        served = tf.saved_model.load(str(path)).signatures["serving_default"]
+        answer = served(**{text_input: tf.constant(TEXTS)})
+        assert all(value.shape[0] == len(TEXTS) for value in answer.values())
 
 
 def test_translations_equal_in_process_decoding(exports, served):
@@ -62,6 +104,25 @@ def test_translations_equal_in_process_decoding(exports, served):
     assert sum(t == s[::-1].encode() for t, s in zip(expected, TEXTS, strict=True)) >= 2
     expected = decode_in_process(model, tokenizer, TEXTS, beam_size=3, max_length=4)
     assert list(beam_3_length_4["translation"]) == expected
+
+
+def test_each_row_gets_its_own_options(exports, served):
+    """Rows that ask for different beam sizes and lengths in one request get
+    what each would get alone."""
+    mixed, empty = answers(served, exports.translator_v1)[7:9]
+    for text, (beam_size, max_length), translation in zip(
+        TEXTS, MIXED_OPTIONS, mixed["translation"], strict=True
+    ):
+        alone = decode_in_process(
+            exports.translator, exports.tokenizer, [text], beam_size, max_length
+        )
+        assert [translation] == alone
+    assert empty["translation"].shape == (0,)
+    completions = answers(served, exports.language_model_path)[3]["completion"]
+    for text, (beam_size, max_length), completion in zip(
+        TEXTS, MIXED_OPTIONS, completions, strict=True
+    ):
+        assert completion == complete_in_process(exports, text, beam_size, max_length)
 
 
 def test_rnn_translations_equal_in_process_decoding(exports, served):
@@ -138,16 +199,20 @@ def test_classifier_answers_equal_the_model(exports, served):
     np.testing.assert_array_equal(result["label_id"], probabilities.argmax(-1))
 
 
+def complete_in_process(exports, text, beam_size=1, max_length=MAX_LENGTH):
+    """The Python way for one prompt: the language model's completion."""
+    tokenizer = exports.tokenizer
+    prompt = np.array([[START_ID, *tokenizer.tokenize(tf.constant([text]))[0].numpy()]])
+    # The model has 2 * MAX_LENGTH positions: the completion fills the rest.
+    max_length = min(max_length, 2 * MAX_LENGTH - prompt.shape[1])
+    ids, _ = decoding.beam_search(exports.language_model, prompt, max_length, beam_size=beam_size)
+    return tokenizer.detokenize(np.asarray(ids)[:, prompt.shape[1] :]).numpy()[0]
+
+
 def test_language_model_completion_equals_in_process(exports, served):
     result = answers(served, exports.language_model_path)[0]
-    tokenizer = exports.tokenizer
     for text, completion in zip(TEXTS, result["completion"], strict=True):
-        prompt = np.array([[START_ID, *tokenizer.tokenize(tf.constant([text]))[0].numpy()]])
-        # The model has 2 * MAX_LENGTH positions: the completion fills the rest.
-        max_length = min(MAX_LENGTH, 2 * MAX_LENGTH - prompt.shape[1])
-        ids, _ = decoding.beam_search(exports.language_model, prompt, max_length, beam_size=1)
-        generated = np.asarray(ids)[:, prompt.shape[1] :]
-        assert completion == tokenizer.detokenize(generated).numpy()[0]
+        assert completion == complete_in_process(exports, text)
 
 
 def test_warmup_requests_parse_and_run(exports, served):
@@ -155,9 +220,10 @@ def test_warmup_requests_parse_and_run(exports, served):
     assert [r.model_spec.signature_name for r in warmup] == [
         "serving_default",
         "translate_with_attention",
+        "translate_with_options",
     ]
     assert all(r.model_spec.name == "reverse" for r in warmup)
-    replies = answers(served, exports.translator_v1)[7:]
+    replies = answers(served, exports.translator_v1)[9:]
     assert len(replies) == len(warmup)
     for request, reply in zip(warmup, replies, strict=True):
         assert reply["translation"].shape == (len(request.inputs["text"].string_val),)
@@ -208,7 +274,11 @@ def test_metadata_says_what_was_exported(exports):
     metadata = json.loads((exports.translator_v1 / export.METADATA_FILE).read_text())
     assert metadata["model"] == "Transformer"
     assert metadata["max_length"] == MAX_LENGTH and metadata["beam_size"] == BEAM_SIZE
-    assert metadata["signatures"] == ["serving_default", "translate_with_attention"]
+    assert metadata["signatures"] == [
+        "serving_default",
+        "translate_with_attention",
+        "translate_with_options",
+    ]
 
 
 def test_export_refuses_bad_arguments(exports, tmp_path):

@@ -1,5 +1,8 @@
 """TF Serving's folder layout, written atomically; warm-up records; models.config."""
 
+import os
+import re
+
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
@@ -95,6 +98,23 @@ def test_models_config_lists_every_model(tmp_path):
         ("dates", "/models/dates", "tensorflow"),
         ("reverse", "/models/reverse", "tensorflow"),
     ]
+    # Beside it, the batching parameters, in TF Serving's text format.
+    batching = {}
+    for line in (tmp_path / "batching_parameters.txt").read_text().splitlines():
+        match = re.fullmatch(r"(\w+) \{ value: (\d+) \}", line)
+        assert match, line
+        batching[match[1]] = int(match[2])
+    assert batching == {
+        "max_batch_size": 32,
+        "batch_timeout_micros": 5000,
+        "max_enqueued_batches": 100,
+        "num_batch_threads": os.cpu_count(),
+    }
+    layout.write_models_config(path, {"dates": "/models/dates"}, num_batch_threads=8)
+    assert "num_batch_threads { value: 8 }" in (tmp_path / "batching_parameters.txt").read_text()
+    with pytest.raises(ValueError, match="num_batch_threads"):
+        layout.write_models_config(tmp_path / "other.config", {"a": "/a"}, num_batch_threads=-1)
+    assert not (tmp_path / "other.config").exists()
     with pytest.raises(ValueError, match="at least one"):
         layout.write_models_config(path, {})
     with pytest.raises(ValueError, match="'a/b'"):

@@ -63,6 +63,17 @@ class ServedModel:
         fetches = {name: info.name for name, info in signature.outputs.items()}
         return self.session.run(fetches, feed_dict=feeds)
 
+    def shapes(self):
+        """`(signature, "inputs" or "outputs", name)` -> shape, -1 unknown."""
+        return {
+            (signature_name, kind, name): [dim.size for dim in info.tensor_shape.dim]
+            if not info.tensor_shape.unknown_rank
+            else None
+            for signature_name, signature in self.signatures.items()
+            for kind in ("inputs", "outputs")
+            for name, info in getattr(signature, kind).items()
+        }
+
     def op_types(self):
         """Every op type in the graph and in its functions."""
         graph_def = self.meta_graph.graph_def
@@ -91,6 +102,7 @@ def check(spec_path, result_path):
                 }
                 for name, signature in model.signatures.items()
             },
+            "shapes": model.shapes(),
             "answers": [model.predict(name, inputs) for name, inputs in requests],
         }
     result["modules"] = sorted(sys.modules)
@@ -181,15 +193,31 @@ def serve(base, name, rest_port, grpc_port):
         def do_POST(self):
             model_name, version, action = self.route()
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            signature_name = request.get("signature_name", "serving_default")
             try:
                 _, model = find(model_name, version)
-                inputs = {k: _array(v) for k, v in request["inputs"].items()}
-                outputs = model.predict(request.get("signature_name", "serving_default"), inputs)
+                if "instances" in request:  # the row format: one object per row
+                    rows = request["instances"]
+                    if rows and not isinstance(rows[0], dict):  # one input, bare values
+                        (input_name,) = model.signatures[signature_name].inputs
+                        rows = [{input_name: row} for row in rows]
+                    names = model.signatures[signature_name].inputs
+                    inputs = {k: _array([row[k] for row in rows]) for k in names if rows}
+                else:  # the columnar format
+                    inputs = {k: _array(v) for k, v in request["inputs"].items()}
+                outputs = model.predict(signature_name, inputs)
             except LookupError as error:
                 return self.answer(404, {"error": str(error)})
             except (ValueError, KeyError, tf.errors.OpError) as error:
                 return self.answer(400, {"error": str(error)})
             body = {k: _to_json_tree(v.tolist()) for k, v in outputs.items()}
+            if "instances" in request:
+                rows = [
+                    dict(zip(body, values, strict=True))
+                    for values in zip(*body.values(), strict=True)
+                ]
+                predictions = rows if len(body) > 1 else next(iter(body.values()))
+                return self.answer(200, {"predictions": predictions})
             self.answer(200, {"outputs": body if len(body) > 1 else next(iter(body.values()))})
 
         def log_message(self, *args):

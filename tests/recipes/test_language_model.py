@@ -40,9 +40,14 @@ def test_a_tiny_run_writes_everything(tmp_path, capsys):
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
     assert printed.count(" -> ") >= 6  # the completions
     served = tf.saved_model.load(str(output_dir / "serving" / "language_model" / "1"))
-    inputs = dict(beam_size=tf.constant(1), max_length=tf.constant(5))
-    answer = served.signatures["serving_default"](prompt=tf.constant(["29 nov", ""]), **inputs)
+    answer = served.signatures["serving_default"](prompt=tf.constant(["29 nov", ""]))
     assert answer["completion"].shape == (2,)
+    with_options = served.signatures["complete_with_options"](
+        prompt=tf.constant(["29 nov", ""]),
+        beam_size=tf.constant([1, 2]),
+        max_length=tf.constant([5, 3]),
+    )
+    assert with_options["completion"].shape == (2,)
 
 
 def test_imdb_preset_on_mock_data(tmp_path):

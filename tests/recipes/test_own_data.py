@@ -77,6 +77,13 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(examples, tmp
     target = SubwordTokenizer.load(output_dir / "target_vocabulary.model")
     assert source.vocabulary != target.vocabulary
     assert (output_dir / "attention.png").is_file()
+    lines = (output_dir / "test_translations.tsv").read_text().splitlines()
+    assert lines[0] == "source\treference\ttranslation"
+    assert len(lines) == 1 + results["test_examples"]
+    # What the README's docker command mounts: the models and their batching.
+    serving = output_dir / "serving"
+    assert 'base_path: "/models/translate"' in (serving / "models.config").read_text()
+    assert "max_batch_size { value: 32 }" in (serving / "batching_parameters.txt").read_text()
 
 
 def test_classify_on_files_with_string_labels(examples, tmp_path, capsys):
