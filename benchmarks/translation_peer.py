@@ -179,13 +179,11 @@ def train_peer(train_pairs, validation_pairs, seconds):
             index=1,
         )
         texts = target_tokenizer.detokenize(generated)
+        texts = texts.numpy() if hasattr(texts, "numpy") else texts  # a list, eagerly
+        texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
         return [
-            t.decode("utf-8")
-            .replace("[PAD]", "")
-            .replace("[START]", "")
-            .replace("[END]", "")
-            .strip()
-            for t in texts.numpy()
+            t.replace("[PAD]", "").replace("[START]", "").replace("[END]", "").strip()
+            for t in texts
         ]
 
     return translate, epochs
