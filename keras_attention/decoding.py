@@ -316,4 +316,5 @@ def _limits(max_length):
     _check_positive_int("max_length", max_length, ranks=(0, 1))
     if _is_scalar(max_length):
         return max_length, max_length
-    return ops.max(max_length), ops.cast(max_length, "int32")
+    # (At least 1: the largest of an empty batch's limits is the smallest int.)
+    return ops.maximum(ops.max(max_length), 1), ops.cast(max_length, "int32")

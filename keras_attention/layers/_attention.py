@@ -96,13 +96,17 @@ def masked_softmax(scores, mask=None):
         mask: optional boolean mask broadcastable to `scores`.
 
     Returns:
-        float32 weights of the same shape; each row sums to 1 (a row whose keys
-        are all masked becomes uniform, never NaN).
+        float32 weights of the same shape; each row sums to 1, except a row
+        whose keys are all masked, which is all zeros (never NaN): it reads
+        nothing, so its output does not depend on how much padding there
+        is (as a uniform row over the padding would).
     """
     scores = ops.cast(scores, "float32")
-    if mask is not None:
-        scores = ops.where(mask, scores, NEG_INF)  # exp() gives exactly 0
-    return softmax(scores)
+    if mask is None:
+        return softmax(scores)
+    weights = softmax(ops.where(mask, scores, NEG_INF))  # exp() gives exactly 0
+    any_key = ops.any(mask, axis=-1, keepdims=True)
+    return ops.where(any_key, weights, 0.0)
 
 
 @ops.custom_gradient

@@ -41,7 +41,7 @@ def call(signature, rows, text_input="text"):
 
 def assert_same(row_in_batch, row_alone):
     for name, alone in row_alone.items():
-        in_batch = row_in_batch[name]
+        alone, in_batch = np.asarray(alone), np.asarray(row_in_batch[name])
         if name == "attention":  # [H, T, S]: the batch pads T and S further, with zeros
             heads, targets, sources = alone.shape
             assert not in_batch[:, targets:].any() and not in_batch[:, :, sources:].any()
@@ -49,7 +49,13 @@ def assert_same(row_in_batch, row_alone):
         elif name in ("source_tokens", "target_tokens"):  # padded with ""
             assert not in_batch[len(alone) :].any()
             in_batch = in_batch[: len(alone)]
-        np.testing.assert_array_equal(in_batch, alone, err_msg=name)
+        if alone.dtype.kind == "f":
+            # Probabilities and attention weights: the matrix products of a
+            # larger batch may sum in another order (oneDNN picks its blocking
+            # by shape), so they agree to float32 rounding, not bit for bit.
+            np.testing.assert_allclose(in_batch, alone, rtol=1e-5, atol=1e-7, err_msg=name)
+        else:  # texts, tokens, label ids: the same
+            np.testing.assert_array_equal(in_batch, alone, err_msg=name)
 
 
 CASES = [
@@ -64,7 +70,10 @@ CASES = [
 
 @pytest.mark.parametrize("model,signature_name,text_input", CASES)
 @settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=8,
+    deadline=None,
+    derandomize=True,  # the same batches every run: a failure is a fault, never chance
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(rows=ROWS, order=st.randoms(use_true_random=False))
 def test_a_row_answers_alike_alone_and_in_any_batch(

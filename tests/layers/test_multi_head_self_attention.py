@@ -226,3 +226,27 @@ def test_softmax_gradient_matches_the_jacobian():
     got = gradient_of_weighted_sum(lambda s: _attention.masked_softmax(s, mask), scores, upstream)
     np.testing.assert_array_equal(got[..., 3:], 0)
     assert np.abs(got[..., :3]).sum() > 0
+
+    # A row whose keys are all masked reads nothing: zeros, and a zero (not
+    # NaN) gradient. So its output does not depend on how much padding there is.
+    row_mask = np.array([True, True, True, False, False])[None, :] & (np.arange(4) < 2)[:, None]
+    weights = to_numpy(_attention.masked_softmax(scores, row_mask))
+    np.testing.assert_array_equal(weights[..., 2:, :], 0)
+    np.testing.assert_allclose(weights[..., :2, :].sum(-1), 1.0, rtol=1e-6)
+    got = gradient_of_weighted_sum(
+        lambda s: _attention.masked_softmax(s, row_mask), scores, upstream
+    )
+    assert np.all(np.isfinite(got)) and np.all(got[..., 2:, :] == 0)
+
+
+def test_an_empty_sequence_gives_the_same_output_whatever_its_padding():
+    layer = MultiHeadSelfAttention(num_heads=H)
+    x = random(1, T, D, seed=3)
+    outputs = [
+        to_numpy(layer(x[:, :width], padding_mask=np.zeros((1, width), bool)))
+        for width in (1, 3, T)
+    ]
+    assert all(np.all(np.isfinite(output)) for output in outputs)
+    # With no key to read, every position's output is the projection of zero.
+    for output in outputs:
+        np.testing.assert_allclose(output, np.broadcast_to(outputs[0][:, :1], output.shape))
