@@ -117,24 +117,23 @@ def train_peer(train_pairs, validation_pairs, seconds):
         dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.shuffle(2048).prefetch(16).cache()
 
-    source_vocabulary = source_tokenizer.vocabulary_size()
     target_vocabulary = target_tokenizer.vocabulary_size()
+
+    def embedding(vocabulary_size):
+        return keras_hub.layers.TokenAndPositionEmbedding(
+            vocabulary_size=vocabulary_size,
+            sequence_length=length,
+            embedding_dim=p["embedding_dim"],
+        )
+
     encoder_inputs = keras.Input(shape=(None,), name="encoder_inputs")
-    x = keras_hub.layers.TokenAndPositionEmbedding(
-        vocabulary_size=source_vocabulary,
-        sequence_length=length,
-        embedding_dim=p["embedding_dim"],
-    )(encoder_inputs)
+    x = embedding(source_tokenizer.vocabulary_size())(encoder_inputs)
     encoder_outputs = keras_hub.layers.TransformerEncoder(
         intermediate_dim=p["intermediate_dim"], num_heads=p["num_heads"]
     )(inputs=x)
     decoder_inputs = keras.Input(shape=(None,), name="decoder_inputs")
     encoded = keras.Input(shape=(None, p["embedding_dim"]), name="decoder_state_inputs")
-    x = keras_hub.layers.TokenAndPositionEmbedding(
-        vocabulary_size=target_vocabulary,
-        sequence_length=length,
-        embedding_dim=p["embedding_dim"],
-    )(decoder_inputs)
+    x = embedding(target_vocabulary)(decoder_inputs)
     x = keras_hub.layers.TransformerDecoder(
         intermediate_dim=p["intermediate_dim"], num_heads=p["num_heads"]
     )(decoder_sequence=x, encoder_sequence=encoded)

@@ -82,6 +82,24 @@ def test_every_signature_is_batch_major(exports, served):
             assert len(shape) >= 1 and shape[0] == -1, (path, signature, kind, name, shape)
 
 
+def test_requests_from_8_threads_at_once_get_the_answers_they_get_alone(exports, served):
+    """TF Serving runs many requests at once on one loaded model (one TF1
+    session): each answer equals the one computed alone, every signature."""
+    for path in (
+        exports.translator_v1,
+        exports.rnn_path,
+        exports.classifier_path,
+        exports.language_model_path,
+    ):
+        alone = served[1][str(path)]["answers"]
+        concurrent = served[1][str(path)]["concurrent_answers"]
+        assert len(concurrent) == len(alone)
+        for one, other in zip(alone, concurrent, strict=True):
+            assert one.keys() == other.keys()
+            for name in one:
+                np.testing.assert_array_equal(other[name], one[name])
+
+
 def test_every_signature_is_callable_in_python_with_only_the_text(exports):
     """TF's Python signature wrappers apply no defaults: `serving_default`
     must need only the text."""

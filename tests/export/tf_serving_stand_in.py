@@ -12,7 +12,8 @@ command.
     python tf_serving_stand_in.py check SPEC.pkl RESULT.pkl
         SPEC: {export path: [(signature name, {input name: array}), ...]}
         RESULT: {"modules": [...], export path: {"ops", "unregistered_ops",
-                 "signatures", "answers"}}
+                 "signatures", "shapes", "answers", "concurrent_answers"}}
+        (the concurrent answers: every request again, from 8 threads at once)
     python tf_serving_stand_in.py serve BASE NAME REST_PORT GRPC_PORT
         TF Serving's REST (`/v1/models/NAME[/versions/V]:predict`, `/metadata`)
         and gRPC `PredictionService.Predict` for the versions under BASE/NAME.
@@ -105,6 +106,11 @@ def check(spec_path, result_path):
             "shapes": model.shapes(),
             "answers": [model.predict(name, inputs) for name, inputs in requests],
         }
+        # As the server does under load: every request again, 8 at once on
+        # the one session.
+        with futures.ThreadPoolExecutor(max_workers=8) as pool:
+            jobs = [pool.submit(model.predict, name, inputs) for name, inputs in requests]
+            result[path]["concurrent_answers"] = [job.result() for job in jobs]
     result["modules"] = sorted(sys.modules)
     Path(result_path).write_bytes(pickle.dumps(result))
 
