@@ -171,6 +171,24 @@ class Seq2SeqAttention(ZooModel):
 
     Inputs `{"source_ids": int [B, S], "target_ids": int [B, T]}` (padding id
     0), output logits `[B, T, V]` carrying the target padding mask.
+
+    Args:
+        source_vocabulary_size: int, number of source token ids (0 = padding).
+        target_vocabulary_size: int, number of target token ids.
+        embedding_dim: int, width of the token embeddings. Default 32.
+        units: int, width of the encoder's and decoder's RNN state. Default 64.
+        cell: str, `"gru"` or `"lstm"`. Default `"gru"`.
+        bidirectional: bool, the encoder reads both ways (the two directions'
+            states concatenated). Default True.
+        attention: str, `"bahdanau"` (additive) or `"luong"`. Default
+            `"bahdanau"`.
+        luong_score: str, Luong's score: `"dot"`, `"general"` or `"concat"`.
+            Default `"general"`.
+        input_feeding: bool, Luong's input feeding: the last attentional
+            vector goes into the next decoder step. Default False.
+        dropout: float in [0, 1), on the attentional vector before the
+            output projection. Default 0.0.
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "translation"  # what `keras_attention.export` serves it as
@@ -349,10 +367,8 @@ def build_seq2seq_attention(
         target_vocabulary_size: int, defaults to the source's.
         preset: `"tiny"` (embeddings 32, 64 units) or `"rnnsearch"`
             (Bahdanau et al. 2015: embeddings 620, 1000 GRU units).
-        **overrides: any `Seq2SeqAttention` argument: `embedding_dim`, `units`,
-            `cell` (`"gru"`/`"lstm"`), `bidirectional`, `attention`
-            (`"bahdanau"`/`"luong"`), `luong_score`, `input_feeding`,
-            `dropout`, `name`, `dtype`.
+        **overrides: any argument of `Seq2SeqAttention` (its Args say what each
+            means), over the preset's: e.g. `units=128`.
 
     Returns:
         An uncompiled `Seq2SeqAttention`: `{"source_ids", "target_ids"}` ->

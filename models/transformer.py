@@ -58,6 +58,24 @@ class Transformer(ZooModel):
 
     Beyond `call`: `encode`, `decode` and `attention_scores` for pictures,
     `decoding_start` / `decoding_step` for `keras_attention.decoding`.
+
+    Args:
+        source_vocabulary_size: int, number of source token ids (0 = padding).
+        target_vocabulary_size: int, number of target token ids.
+        num_layers: int, blocks in the encoder and again in the decoder. Default 2.
+        model_dim: int, d_model, the width of every token vector. Default 64.
+        num_heads: int, attention heads; must divide `model_dim`. Default 4.
+        intermediate_dim: int, hidden width of each feed-forward network.
+            Default 256.
+        dropout: float in [0, 1), on embeddings, attention weights and every
+            sub-layer's output. Default 0.1.
+        norm_first: bool, layer normalisation before each sub-layer
+            (pre-norm) instead of after it (the paper's post-norm). Default False.
+        share_embeddings: bool, one embedding matrix for source and target
+            (the vocabularies must then be one). Default False.
+        tie_output_embeddings: bool, the output projection is the target
+            embedding's transpose. Default False.
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "translation"  # what `keras_attention.export` serves it as
@@ -249,9 +267,8 @@ def build_transformer(
             heads, FF 4096, dropout 0.3). base and big share one embedding
             matrix between source, target and output projection, as the paper
             does.
-        **overrides: any `Transformer` argument: `num_layers`, `model_dim`,
-            `num_heads`, `intermediate_dim`, `dropout`, `norm_first`,
-            `share_embeddings`, `tie_output_embeddings`, `name`, `dtype`.
+        **overrides: any argument of `Transformer` (its Args say what each
+            means), over the preset's: e.g. `num_layers=3`.
 
     Returns:
         An uncompiled `Transformer` (a `keras.Model`): `{"source_ids",

@@ -30,6 +30,21 @@ class TransformerClassifier(ZooModel):
     Input `token_ids` int `[B, T]` (padding id 0), output class logits
     `[B, num_classes]`. Pooling `"mean"` averages the real tokens' encoder
     outputs; `"first"` takes position 0 (a [CLS] token, as in BERT).
+
+    Args:
+        vocabulary_size: int, number of token ids (0 = padding).
+        num_classes: int, number of classes.
+        num_layers: int, blocks in the encoder. Default 2.
+        model_dim: int, d_model, the width of every token vector. Default 64.
+        num_heads: int, attention heads; must divide `model_dim`. Default 4.
+        intermediate_dim: int, hidden width of each feed-forward network.
+            Default 256.
+        dropout: float in [0, 1), on embeddings, attention weights and every
+            sub-layer's output. Default 0.1.
+        norm_first: bool, layer normalisation before each sub-layer
+            (pre-norm) instead of after it (the paper's post-norm). Default False.
+        pooling: str, `"mean"` or `"first"`. Default `"mean"`.
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "classification"  # what `keras_attention.export` serves it as
@@ -117,9 +132,8 @@ def build_transformer_classifier(vocabulary_size, num_classes, preset="tiny", **
         vocabulary_size: int, number of token ids (0 = padding).
         num_classes: int, number of classes.
         preset: `"tiny"` (2 layers, d_model 64) or `"base"` (BERT-base sizes).
-        **overrides: any `TransformerClassifier` argument: `num_layers`,
-            `model_dim`, `num_heads`, `intermediate_dim`, `dropout`,
-            `norm_first`, `pooling` (`"mean"` or `"first"`), `name`, `dtype`.
+        **overrides: any argument of `TransformerClassifier` (its Args say what each
+            means), over the preset's: e.g. `pooling="first"`.
 
     Returns:
         An uncompiled `TransformerClassifier`: `token_ids [B, T]` -> logits

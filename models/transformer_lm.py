@@ -40,6 +40,25 @@ class TransformerLM(ZooModel):
     Input `token_ids` int `[B, T]` (padding id 0), output next-token logits
     `[B, T, V]` carrying the padding mask. Pre-norm blocks and tied output
     embeddings by default, as in GPT-2.
+
+    Args:
+        vocabulary_size: int, number of token ids (0 = padding).
+        num_layers: int, blocks in the decoder. Default 2.
+        model_dim: int, d_model, the width of every token vector. Default 64.
+        num_heads: int, attention heads; must divide `model_dim`. Default 4.
+        intermediate_dim: int, hidden width of each feed-forward network.
+            Default 256.
+        dropout: float in [0, 1), on embeddings, attention weights and every
+            sub-layer's output. Default 0.1.
+        norm_first: bool, layer normalisation before each sub-layer
+            (pre-norm) instead of after it (the paper's post-norm). Default True.
+        positions: str, `"sinusoidal"` (any length) or `"learned"` (up to
+            `max_length`). Default `"sinusoidal"`.
+        max_length: int, the positions a `"learned"` model has; None for
+            sinusoidal ones.
+        tie_output_embeddings: bool, the output projection is the token
+            embedding's transpose. Default True.
+        **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "language_model"  # what `keras_attention.export` serves it as
@@ -154,10 +173,8 @@ def build_transformer_lm(vocabulary_size, preset="tiny", **overrides):
         vocabulary_size: int, number of token ids (0 = padding).
         preset: `"tiny"` (2 layers, d_model 64) or `"small"` (GPT-2 small's
             12 layers, d_model 768, learned positions up to 1024).
-        **overrides: any `TransformerLM` argument: `num_layers`, `model_dim`,
-            `num_heads`, `intermediate_dim`, `dropout`, `norm_first`,
-            `positions` (`"sinusoidal"` or `"learned"`), `max_length`,
-            `tie_output_embeddings`, `name`, `dtype`.
+        **overrides: any argument of `TransformerLM` (its Args say what each
+            means), over the preset's: e.g. `positions="learned"`.
 
     Returns:
         An uncompiled `TransformerLM`: `token_ids [B, T]` -> logits `[B, T, V]`.
