@@ -20,6 +20,9 @@ Prints one table per section and writes every figure to a JSON file
 6. the exported `serving_default` (loaded SavedModel) against the same
    decoding called in process, for batches of 1 and 32 short inputs, and
    the export's `translate_with_options`.
+7. decoder-only greedy generation, batch 8, 8-token prompts, 32 ... 256 new
+   tokens: ours against KerasHub's `GPT2CausalLM` of the same sizes
+   (`benchmarks.generation`).
 
 Every time is a median over `--repeats` calls after warm-up calls; contenders
 in one section take turns, call by call, so a slow minute on a shared machine
@@ -36,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 import keras_attention.decoding
-from benchmarks import contenders, decoding, measure, self_attention
+from benchmarks import contenders, decoding, generation, measure, self_attention
 from keras_attention import export
 from keras_attention.data.tokenizers import CharacterTokenizer
 from keras_attention.export.signatures import token_ids
@@ -279,6 +282,13 @@ def main(argv=None):
             ("exported_over_in_process", "exported/in-process", ".2f"),
         ],
     )
+
+    if args.smoke:
+        rows = generation.run([4, 8], batch_size=2, repeats=1, sizes=generation.SMOKE_SIZES)
+    else:
+        rows = generation.run([32, 64, 128, 256], batch_size=8, repeats=repeats)
+    results["generation"] = rows
+    print_table("greedy generation, ours against KerasHub GPT2CausalLM", rows, generation.COLUMNS)
 
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     write_json(args.json, results)

@@ -6,6 +6,8 @@ from here); users do not need it.
 """
 
 import keras
+import numpy as np
+from keras import ops
 
 from keras_attention.saving import build_from_config, versioned
 
@@ -71,3 +73,18 @@ class Layer(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         return build_from_config(cls, config, super().from_config)
+
+
+def hash_uint32(x):
+    """A 32-bit integer hash of a uint32 tensor, elementwise, with good
+    avalanche (each input bit flips about half of the output bits). uint32
+    products wrap around alike on every backend, so the same bits come out
+    everywhere: random draws that need no generator state."""
+    multiplier = uint32(0x45D9F3B)
+    for _ in range(2):
+        x = ops.multiply(ops.bitwise_xor(ops.right_shift(x, uint32(16)), x), multiplier)
+    return ops.bitwise_xor(ops.right_shift(x, uint32(16)), x)
+
+
+def uint32(value):
+    return ops.convert_to_tensor(np.uint32(value))

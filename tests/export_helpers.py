@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention import decoding, export
+from keras_attention.data.tokenizers import START_ID
 
 STAND_IN = Path(__file__).parent / "export" / "tf_serving_stand_in.py"
 MAX_LENGTH = 10
@@ -35,6 +36,34 @@ def decode_in_process(model, tokenizer, texts, beam_size=BEAM_SIZE, max_length=M
     ids = tokenizer.tokenize(tf.constant(texts))[:, :MAX_LENGTH].to_tensor()
     output, _ = decoding.beam_search(model, ids, max_length, beam_size=beam_size)
     return list(tokenizer.detokenize(output).numpy())
+
+
+def complete_in_process(exports, text, beam_size=1, max_length=MAX_LENGTH):
+    """The Python way for one prompt: the language model's completion."""
+    tokenizer = exports.tokenizer
+    prompt = np.array([[START_ID, *tokenizer.tokenize(tf.constant([text]))[0].numpy()]])
+    # The model has 2 * MAX_LENGTH positions: the completion fills the rest.
+    max_length = min(max_length, 2 * MAX_LENGTH - prompt.shape[1])
+    ids, _ = decoding.beam_search(exports.language_model, prompt, max_length, beam_size=beam_size)
+    return tokenizer.detokenize(np.asarray(ids)[:, prompt.shape[1] :]).numpy()[0]
+
+
+def sample_in_process(exports, text, max_length, temperature, top_k, top_p, seed):
+    """The Python way for one prompt: a sampled completion, its options as
+    one-row tensors (as the export passes them)."""
+    tokenizer = exports.tokenizer
+    prompt = np.array([[START_ID, *tokenizer.tokenize(tf.constant([text]))[0].numpy()]])
+    max_length = min(max_length, 2 * MAX_LENGTH - prompt.shape[1])
+    ids = decoding.sample(
+        exports.language_model,
+        prompt,
+        max_length,
+        temperature=tf.constant([temperature], tf.float32),
+        top_k=tf.constant([top_k]),
+        top_p=tf.constant([top_p], tf.float32),
+        seed=tf.constant([seed]),
+    )
+    return tokenizer.detokenize(np.asarray(ids)[:, prompt.shape[1] :]).numpy()[0]
 
 
 def per_row(*values):
@@ -77,6 +106,10 @@ def requests(exports):
         (r.model_spec.signature_name, {k: tf.make_ndarray(v) for k, v in r.inputs.items()})
         for r in export.read_warmup_requests(exports.translator_v1 / export.WARMUP_FILE)
     ]
+    lm_warmup = [
+        (r.model_spec.signature_name, {k: tf.make_ndarray(v) for k, v in r.inputs.items()})
+        for r in export.read_warmup_requests(exports.language_model_path / export.WARMUP_FILE)
+    ]
     return {
         str(exports.translator_v1): translation + warmup,
         str(exports.rnn_path): translation[:3],
@@ -97,5 +130,34 @@ def requests(exports):
                     "max_length": per_row(*max_lengths),
                 },
             ),
-        ],
+            ("complete_by_sampling", sampling_inputs(texts, SAMPLING_OPTIONS)),
+            ("complete_by_sampling", sampling_inputs(odd, SAMPLING_OPTIONS)),
+            ("complete_by_sampling", sampling_inputs(EMPTY, [])),
+        ]
+        + lm_warmup,
+    }
+
+
+# Sampling options, row by row for each of TEXTS: (max_length, temperature,
+# top_k, top_p, seed). Row 1 is greedy (temperature 0); the last seed is
+# negative (any int32 is a seed).
+SAMPLING_OPTIONS = [
+    (10, 1.0, 0, 1.0, 7),
+    (4, 0.0, 0, 1.0, 8),
+    (6, 0.7, 3, 0.0, 9),
+    (10, 2.0, 0, 0.8, -7),
+]
+
+
+def sampling_inputs(texts, options):
+    """The inputs of `complete_by_sampling`, from one options tuple per text."""
+    columns = list(zip(*options, strict=True)) or [[]] * 5
+    max_length, temperature, top_k, top_p, seed = columns
+    return {
+        "prompt": texts,
+        "max_length": per_row(*max_length),
+        "temperature": np.array(temperature, np.float32),
+        "top_k": per_row(*top_k),
+        "top_p": np.array(top_p, np.float32),
+        "seed": per_row(*seed),
     }

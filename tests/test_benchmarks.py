@@ -50,6 +50,12 @@ def test_self_attention_decoding_and_serving_ran(smoke):
         assert serving["exported_ms"] > 0 and serving["in_process_ms"] > 0
         assert serving["exported_with_options_ms"] > 0
     assert "exported/in-process" in stdout
+    generation = results["generation"]
+    assert [row["new_tokens"] for row in generation] == [4, 8]
+    for row in generation:
+        for name in ("ours", "ours_xla", "keras_hub"):
+            assert row[f"{name}_tokens_per_s"] > 0
+    assert "ours against KerasHub GPT2CausalLM" in stdout
 
 
 def test_flop_counts_match_a_hand_count():
@@ -69,7 +75,12 @@ def test_the_report_renders_every_section(smoke):
 
     results, _ = smoke
     text = report.report(results)
-    for title in ("Encoder training step", "Decoder training step", "Self-attention alone"):
+    for title in (
+        "Encoder training step",
+        "Decoder training step",
+        "Self-attention alone",
+        "Greedy generation, decoder-only",
+    ):
         assert f"#### {title}" in text
     assert text.count("| keras_hub |") == 2 * len(results["encoder_training_step"]) // 3
     assert report.xla_bound(results, "encoder") > 0

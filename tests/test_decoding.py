@@ -217,6 +217,56 @@ def test_sampling_is_reproducible_and_honours_top_k_and_top_p():
     np.testing.assert_array_equal(nucleus, greedy)
 
 
+def test_sampled_tokens_follow_the_softmax():
+    """Gumbel-max over the hashed noise draws each token with its softmax
+    probability: 4,000 sequences, each with its own seed, one step."""
+    table = np.zeros((6, 6), "float32")
+    table[1] = np.log([1e-9, 0.05, 0.1, 0.15, 0.3, 0.4])  # after the start token
+    seeds = ops.arange(4000)
+    tokens = to_numpy(decoding.sample(MarkovModel(table), np.zeros((4000, 1)), 1, seed=seeds))
+    frequencies = np.bincount(tokens[:, 0], minlength=6) / 4000
+    # Binomial standard deviation at p = 0.4 is 0.008; 0.03 is over 3.5 of them.
+    np.testing.assert_allclose(frequencies, [0, 0.05, 0.1, 0.15, 0.3, 0.4], atol=0.03)
+    # The temperature flattens it, and top-k / top-p cut its tail.
+    flat = to_numpy(decoding.sample(MarkovModel(table * 0.5), np.zeros((4000, 1)), 1, seed=seeds))
+    hot = to_numpy(decoding.sample(MarkovModel(table), np.zeros((4000, 1)), 1, 2.0, seed=seeds))
+    np.testing.assert_array_equal(hot, flat)
+    top_2 = to_numpy(decoding.sample(MarkovModel(table), np.zeros((4000, 1)), 1, top_k=2, seed=7))
+    assert set(top_2[:, 0]) == {4, 5}
+    top_p = to_numpy(decoding.sample(MarkovModel(table), np.zeros((4000, 1)), 1, top_p=0.6, seed=7))
+    assert set(top_p[:, 0]) == {4, 5}  # 0.4 alone is short of 0.6; 0.4 + 0.3 is not
+
+
+def test_per_sequence_options_and_seeds_answer_each_sequence_as_alone():
+    """With a tensor of seeds and options, one value per sequence, a
+    sequence's tokens do not depend on the others (what a server's batches
+    need)."""
+    model = make_model("lm")
+    prompts = np.array([[1, 5, 6, 0], [1, 7, 0, 0], [1, 3, 4, 9], [1, 8, 0, 0]], "int32")
+    options = {
+        "temperature": np.array([1.0, 0.0, 0.7, 2.0], "float32"),  # 0: greedy
+        "top_k": np.array([0, 3, 5, 0], "int32"),  # 0: no limit
+        "top_p": np.array([0.9, 1.0, 0.0, 0.5], "float32"),  # 0 or 1: no limit
+        "seed": np.array([11, 12, 13, -14], "int64"),
+    }
+    max_lengths = np.array([6, 2, 5, 4], "int32")
+
+    def run(rows):
+        tensors = {k: ops.convert_to_tensor(v[rows]) for k, v in options.items()}
+        limit = ops.convert_to_tensor(max_lengths[rows])
+        return to_numpy(decoding.sample(model, prompts[rows], limit, **tensors))
+
+    together = run([0, 1, 2, 3])
+    for row in range(4):
+        alone = run([row])[0]
+        np.testing.assert_array_equal(together[row, : len(alone)], alone)
+        assert not together[row, len(alone) :].any()
+    greedy = to_numpy(decoding.greedy_search(model, prompts[1:2], 2))
+    np.testing.assert_array_equal(run([1]), greedy)
+    # A seed decides the sample: the same seed again, the same tokens.
+    np.testing.assert_array_equal(run([0, 2, 3]), together[[0, 2, 3], : run([0, 2, 3]).shape[1]])
+
+
 def test_filter_logits():
     logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]], "float32"))
     kept = lambda x: to_numpy(x)[0] > -1e8  # noqa: E731

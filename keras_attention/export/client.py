@@ -3,11 +3,14 @@
     python -m keras_attention.export.client --model translate "29 novembre 2026"
     python -m keras_attention.export.client --model translate --grpc localhost:8500 \\
         --beam-size 4 "29 novembre 2026"      # asks translate_with_options
+    python -m keras_attention.export.client --model lm --input prompt \\
+        --temperature 0.8 --top-p 0.9 --seed 7 "Once"   # asks complete_by_sampling
 
 Both functions take the signature's inputs as a dict of columns, one value
 per text each (a list of strings for `text` / `prompt`, lists of ints for
-`beam_size` / `max_length`), and return its outputs as numpy arrays, so
-`predict_rest(...)` and `predict_grpc(...)` answer alike.
+`beam_size` / `max_length`, of floats for `temperature` / `top_p`), and
+return its outputs as numpy arrays, so `predict_rest(...)` and
+`predict_grpc(...)` answer alike.
 """
 
 import argparse
@@ -122,10 +125,15 @@ def predict_grpc(
 
 
 def _to_numpy(value):
+    """Python lists as the signatures' types: strings, int32 and float32
+    (numpy's own defaults, int64 and float64, would be refused)."""
     if isinstance(value, (list, tuple)):
         if all(isinstance(v, (str, bytes)) for v in value):
             return np.array([v.encode("utf-8") if isinstance(v, str) else v for v in value], object)
-        return np.array(value)
+        array = np.array(value)
+        if array.dtype.kind == "f":
+            return array.astype(np.float32)
+        return array.astype(np.int32) if array.dtype.kind in "iu" else array
     return np.array(value, dtype=np.int32) if isinstance(value, int) else np.asarray(value)
 
 
@@ -167,11 +175,26 @@ def main(argv=None):
     parser.add_argument("--input", default="text", help="the text input's name (prompt for LMs)")
     parser.add_argument("--beam-size", type=int, help="beam size (default: the export's)")
     parser.add_argument("--max-length", type=int, help="most tokens generated")
+    sampling = parser.add_argument_group(
+        "sampling (a language model's complete_by_sampling signature)"
+    )
+    sampling.add_argument("--temperature", type=float, help="> 0 samples; 0 is greedy")
+    sampling.add_argument("--top-k", type=int, default=0, help="0: no limit")
+    sampling.add_argument("--top-p", type=float, default=1.0, help="1: no limit")
+    sampling.add_argument("--seed", type=int, default=0, help="the same seed, the same text")
     parser.add_argument("--version", type=int, help="model version (default: the latest)")
     args = parser.parse_args(argv)
 
     inputs = {args.input: args.texts}
-    if args.beam_size is not None or args.max_length is not None:
+    if args.temperature is not None:
+        n = len(args.texts)
+        inputs["max_length"] = [args.max_length or 2**31 - 1] * n
+        inputs["temperature"] = [args.temperature] * n
+        inputs["top_k"] = [args.top_k] * n
+        inputs["top_p"] = [args.top_p] * n
+        inputs["seed"] = [args.seed] * n
+        args.signature = args.signature or "complete_by_sampling"
+    elif args.beam_size is not None or args.max_length is not None:
         # The options signature takes both, one value per text; the
         # export's own limits clamp a value that is too large.
         inputs["beam_size"] = [args.beam_size or 1] * len(args.texts)

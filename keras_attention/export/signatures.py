@@ -19,7 +19,9 @@ answer does not depend on the other rows of a batch.
 No input a client can send is an error inside the graph: bytes that are not
 UTF-8 are repaired (U+FFFD), texts longer than `max_length` tokens are
 truncated, an empty text or an empty batch gets a well-formed answer, and
-`beam_size` / `max_length` values are clamped to [1, the export's limit].
+`beam_size` / `max_length` values are clamped to [1, the export's limit];
+every sampling option has a meaning for every value (see
+`LanguageModelServer`).
 """
 
 import tensorflow as tf
@@ -30,6 +32,7 @@ from keras_attention.data.tokenizers import PAD_ID, START_ID
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for
 TEXTS = tf.TensorSpec([None], tf.string)
 PER_ROW_INT = tf.TensorSpec([None], tf.int32)
+PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)
 
 
 def token_ids(tokenizer, texts, max_length):
@@ -56,6 +59,16 @@ def clamp(value, upper):
     return tf.clip_by_value(tf.cast(value, tf.int32), 1, upper)
 
 
+def check_per_row(texts, options):
+    """Fails the request unless each option has one value per text."""
+    for option in options:
+        tf.debugging.assert_equal(
+            tf.shape(option)[0],
+            tf.shape(texts)[0],
+            message="each per-request option needs one value per text",
+        )
+
+
 def decode_by_options(texts, options, decode):
     """Strings `[B]`: `decode(texts of a group, its options [N])` for each
     group of rows that share their options, so a row's answer is the one it
@@ -66,12 +79,8 @@ def decode_by_options(texts, options, decode):
         options: a list of N int32 `[B]` tensors, one value per row each.
         decode: function of `(texts [b], options [N])` -> strings `[b]`.
     """
+    check_per_row(texts, options)
     options = tf.stack(options, axis=1)  # [B, N]
-    tf.debugging.assert_equal(
-        tf.shape(options)[0],
-        tf.shape(texts)[0],
-        message="each per-request option needs one value per text",
-    )
     groups, group_of_row = tf.raw_ops.UniqueV2(x=options, axis=[0])  # [G, N], [B]
     answers = tf.fill(tf.shape(texts), "")
     for group in tf.range(tf.shape(groups)[0]):
@@ -227,7 +236,12 @@ class LanguageModelServer(Server):
       generated after each prompt, with the export's beam size (1: greedy)
       and maximum length;
     - `complete_with_options`: `prompt`, `beam_size` and `max_length`, all
-      `[B]` -> `completion` `[B]`, each row with its own options.
+      `[B]` -> `completion` `[B]`, each row with its own options;
+    - `complete_by_sampling`: `prompt`, `max_length`, `temperature`,
+      `top_k`, `top_p` and `seed`, all `[B]` -> `completion` `[B]`: each
+      row sampled with its own options from its own seed (the same seed,
+      the same completion, whatever else is in the batch). `temperature`
+      <= 0 decodes greedily; `top_k` 0 and `top_p` 0 or 1 set no limit.
     """
 
     text_input = "prompt"
@@ -240,42 +254,83 @@ class LanguageModelServer(Server):
         positions = model.max_length
         prompt_limit = max_length if positions is None else min(max_length, positions - 2)
         self.option_inputs = {
-            "complete_with_options": {"beam_size": beam_size, "max_length": max_length}
+            "complete_with_options": {"beam_size": beam_size, "max_length": max_length},
+            "complete_by_sampling": {
+                "max_length": max_length,
+                "temperature": 1.0,
+                "top_k": 0,
+                "top_p": 1.0,
+                "seed": 0,
+            },
         }
 
-        def complete(prompt, beam_size, max_length):
+        def complete(prompt, max_length, decode):
+            """`decode(prompt ids [B, P], new tokens per row [B])` -> ids."""
             prompt_ids = token_ids(tokenizer, prompt, prompt_limit)
             start = tf.fill([tf.shape(prompt_ids)[0], 1], START_ID)
             prompt_ids = tf.concat([start, prompt_ids], axis=1)  # <s> x1 .. xn, right-padded
             prompt_length = tf.reduce_sum(tf.cast(prompt_ids != PAD_ID, tf.int32), axis=1)
-            new_tokens = max_length
+            new_tokens = max_length + tf.zeros_like(prompt_length)  # [B]
             if positions is not None:
                 # Each row's own room, so the answer does not depend on the
                 # longest prompt of the batch.
-                new_tokens = tf.minimum(new_tokens, positions - prompt_length)  # [B]
-            ids, _ = decoding.beam_search(model, prompt_ids, new_tokens, beam_size=beam_size)
+                new_tokens = tf.minimum(new_tokens, positions - prompt_length)
+            ids = decode(prompt_ids, new_tokens)
             # Each row is its prompt then its completion: keep what follows the prompt.
             generated = tf.range(tf.shape(ids)[1])[None, :] >= prompt_length[:, None]
             completion = tf.ragged.boolean_mask(ids, generated).to_tensor()
             return tokenizer.detokenize(completion)
 
+        def search(beam_size):
+            def decode(prompt_ids, new_tokens):
+                return decoding.beam_search(model, prompt_ids, new_tokens, beam_size=beam_size)[0]
+
+            return decode
+
         @tf.function(input_signature=[TEXTS])
         def serving_default(prompt):
-            return {"completion": complete(prompt, beam_size, max_length)}
+            return {"completion": complete(prompt, max_length, search(beam_size))}
 
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def complete_with_options(prompt, beam_size, max_length):
             def complete_group(prompt, options):
                 return complete(
-                    prompt, clamp(options[0], MAX_BEAM_SIZE), clamp(options[1], max_length_limit)
+                    prompt,
+                    clamp(options[1], max_length_limit),
+                    search(clamp(options[0], MAX_BEAM_SIZE)),
                 )
 
             completion = decode_by_options(prompt, [beam_size, max_length], complete_group)
             return {"completion": completion}
 
+        @tf.function(
+            input_signature=[
+                TEXTS,
+                PER_ROW_INT,
+                PER_ROW_FLOAT,
+                PER_ROW_INT,
+                PER_ROW_FLOAT,
+                PER_ROW_INT,
+            ]
+        )
+        def complete_by_sampling(prompt, max_length, temperature, top_k, top_p, seed):
+            options = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
+            check_per_row(prompt, [max_length, *options.values()])
+
+            def sample(prompt_ids, new_tokens):
+                # One value per row each: no grouping needed, every row
+                # samples from its own seed with its own filters.
+                return decoding.sample(model, prompt_ids, new_tokens, **options)
+
+            return {"completion": complete(prompt, clamp(max_length, max_length_limit), sample)}
+
         super().__init__(
             [tokenizer],
-            {"serving_default": serving_default, "complete_with_options": complete_with_options},
+            {
+                "serving_default": serving_default,
+                "complete_with_options": complete_with_options,
+                "complete_by_sampling": complete_by_sampling,
+            },
             name=self.server_name,
         )
 

@@ -7,7 +7,17 @@ import sys
 
 import numpy as np
 import pytest
-from export_helpers import BEAM_SIZE, MIXED_OPTIONS, STAND_IN, TEXTS, decode_in_process
+from export_helpers import (
+    BEAM_SIZE,
+    MAX_LENGTH,
+    MIXED_OPTIONS,
+    SAMPLING_OPTIONS,
+    STAND_IN,
+    TEXTS,
+    decode_in_process,
+    sample_in_process,
+    sampling_inputs,
+)
 
 from keras_attention.export import client
 
@@ -27,7 +37,7 @@ def server(exports):
             str(STAND_IN),
             "serve",
             str(exports.base),
-            "reverse",
+            "reverse,lm",
             str(rest),
             str(grpc),
         ],
@@ -85,6 +95,24 @@ def test_per_request_options_in_the_column_and_row_formats(exports, server):
     assert by_rows["attention"].shape[:2] == (len(TEXTS), exports.translator.num_heads)
 
 
+def test_sampling_options_over_rest_rows_and_grpc(exports, server):
+    """A language model's `complete_by_sampling`, its options as plain
+    Python lists: the same seeds, the same completions, by either API."""
+    rest, grpc = server
+    columns = sampling_inputs(TEXTS, SAMPLING_OPTIONS).items()
+    inputs = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in columns}
+    signature = "complete_by_sampling"
+    by_rows = client.predict_rest(inputs, "lm", rest, signature, rows=True)
+    by_grpc = client.predict_grpc(inputs, "lm", grpc, signature)
+    assert by_rows["completion"].shape == (len(TEXTS),)
+    expected = [
+        sample_in_process(exports, text, *options)
+        for text, options in zip(TEXTS, SAMPLING_OPTIONS, strict=True)
+    ]
+    assert list(by_rows["completion"]) == expected
+    assert list(by_grpc["completion"]) == expected
+
+
 def test_errors_name_the_server_and_the_problem(server):
     rest, grpc = server
     with pytest.raises(RuntimeError, match=f"{rest} answered 404.*Servable not found"):
@@ -109,3 +137,7 @@ def test_command_line(exports, server, capsys):
     assert capsys.readouterr().out == f"translation: {[short.decode()]}\n"
     with pytest.raises(SystemExit, match="error: TF Serving at .* answered 404"):
         client.main(["--model", "nothing", "--rest", rest, "1"])
+    sampled = sample_in_process(exports, "1234", MAX_LENGTH, 0.8, 0, 0.9, 7).decode()
+    sampling = ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"]
+    client.main(["--model", "lm", "--input", "prompt", "--grpc", grpc, *sampling, "1234"])
+    assert capsys.readouterr().out == f"completion: {[sampled]}\n"

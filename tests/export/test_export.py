@@ -11,11 +11,14 @@ from export_helpers import (
     MAX_LENGTH,
     MIXED_OPTIONS,
     ODD_TEXTS,
+    SAMPLING_OPTIONS,
     TEXTS,
+    complete_in_process,
     decode_in_process,
+    sample_in_process,
 )
 
-from keras_attention import decoding, export
+from keras_attention import export
 from keras_attention.data.tokenizers import START_ID
 
 
@@ -63,7 +66,16 @@ def test_signatures_inputs_and_outputs(exports, served):
     lm = served[1][str(exports.language_model_path)]["signatures"]
     assert lm["serving_default"]["inputs"] == ["prompt"]
     assert lm["complete_with_options"]["inputs"] == ["beam_size", "max_length", "prompt"]
+    assert lm["complete_by_sampling"]["inputs"] == [
+        "max_length",
+        "prompt",
+        "seed",
+        "temperature",
+        "top_k",
+        "top_p",
+    ]
     assert lm["serving_default"]["outputs"] == lm["complete_with_options"]["outputs"]
+    assert lm["serving_default"]["outputs"] == lm["complete_by_sampling"]["outputs"]
     assert lm["serving_default"]["outputs"] == ["completion"]
 
 
@@ -217,14 +229,17 @@ def test_classifier_answers_equal_the_model(exports, served):
     np.testing.assert_array_equal(result["label_id"], probabilities.argmax(-1))
 
 
-def complete_in_process(exports, text, beam_size=1, max_length=MAX_LENGTH):
-    """The Python way for one prompt: the language model's completion."""
-    tokenizer = exports.tokenizer
-    prompt = np.array([[START_ID, *tokenizer.tokenize(tf.constant([text]))[0].numpy()]])
-    # The model has 2 * MAX_LENGTH positions: the completion fills the rest.
-    max_length = min(max_length, 2 * MAX_LENGTH - prompt.shape[1])
-    ids, _ = decoding.beam_search(exports.language_model, prompt, max_length, beam_size=beam_size)
-    return tokenizer.detokenize(np.asarray(ids)[:, prompt.shape[1] :]).numpy()[0]
+def test_sampled_completions_equal_in_process_sampling_with_the_same_seed(exports, served):
+    texts, odd, empty = answers(served, exports.language_model_path)[4:7]
+    for text, options, completion in zip(TEXTS, SAMPLING_OPTIONS, texts["completion"], strict=True):
+        assert completion == sample_in_process(exports, text, *options)
+    # Temperature 0 is greedy search; another seed samples something else.
+    greedy_row = SAMPLING_OPTIONS[1]
+    assert texts["completion"][1] == complete_in_process(exports, TEXTS[1], 1, greedy_row[0])
+    others = [sample_in_process(exports, TEXTS[0], 10, 1.0, 0, 1.0, seed) for seed in range(4)]
+    assert any(other != texts["completion"][0] for other in others)
+    assert odd["completion"].shape == (len(ODD_TEXTS),)
+    assert empty["completion"].shape == (0,)
 
 
 def test_language_model_completion_equals_in_process(exports, served):
@@ -241,6 +256,15 @@ def test_warmup_requests_parse_and_run(exports, served):
         "translate_with_options",
     ]
     assert all(r.model_spec.name == "reverse" for r in warmup)
+    lm_warmup = export.read_warmup_requests(exports.language_model_path / export.WARMUP_FILE)
+    assert [r.model_spec.signature_name for r in lm_warmup] == [
+        "serving_default",
+        "complete_with_options",
+        "complete_by_sampling",
+    ]
+    lm_replies = answers(served, exports.language_model_path)[7:]
+    for request, reply in zip(lm_warmup, lm_replies, strict=True):
+        assert reply["completion"].shape == (len(request.inputs["prompt"].string_val),)
     replies = answers(served, exports.translator_v1)[9:]
     assert len(replies) == len(warmup)
     for request, reply in zip(warmup, replies, strict=True):

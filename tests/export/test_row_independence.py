@@ -12,7 +12,25 @@ from hypothesis import strategies as st
 # Digit strings like the translator's training data, from empty to longer
 # than the export keeps (truncated), so batches mix very different lengths.
 TEXT = st.text(alphabet="0123456789", max_size=MAX_LENGTH + 3)
-OPTIONS = st.tuples(st.integers(1, 4), st.integers(1, MAX_LENGTH))
+# (beam size, length, temperature, top-k, top-p, seed): each signature takes
+# the ones it has inputs for. Temperature 0 is greedy; top-k 0 and top-p 0 or
+# 1 set no limit.
+OPTIONS = st.tuples(
+    st.integers(1, 4),
+    st.integers(1, MAX_LENGTH),
+    st.sampled_from([0.0, 0.5, 1.0, 3.0]),
+    st.integers(0, 6),
+    st.sampled_from([0.0, 0.3, 0.9, 1.0]),
+    st.integers(-(2**31), 2**31 - 1),
+)
+OPTION_INPUTS = {
+    "beam_size": tf.int32,
+    "max_length": tf.int32,
+    "temperature": tf.float32,
+    "top_k": tf.int32,
+    "top_p": tf.float32,
+    "seed": tf.int32,
+}
 ROWS = st.lists(st.tuples(TEXT, OPTIONS), min_size=1, max_size=12)
 
 
@@ -29,12 +47,13 @@ def signatures(exports):
 
 
 def call(signature, rows, text_input="text"):
-    """The signature's answer for `rows` of `(text, (beam size, length))`,
-    as a list of one dict of numpy values per row."""
+    """The signature's answer for `rows` of `(text, options)`, as a list of
+    one dict of numpy values per row."""
     inputs = {text_input: tf.constant([text for text, _ in rows], tf.string)}
-    if "beam_size" in signature.structured_input_signature[1]:
-        inputs["beam_size"] = tf.constant([beam for _, (beam, _) in rows], tf.int32)
-        inputs["max_length"] = tf.constant([length for _, (_, length) in rows], tf.int32)
+    takes = signature.structured_input_signature[1]
+    for position, (name, dtype) in enumerate(OPTION_INPUTS.items()):
+        if name in takes:
+            inputs[name] = tf.constant([options[position] for _, options in rows], dtype)
     outputs = {name: value.numpy() for name, value in signature(**inputs).items()}
     return [{name: value[i] for name, value in outputs.items()} for i in range(len(rows))]
 
@@ -65,6 +84,7 @@ CASES = [
     ("classifier", "serving_default", "text"),
     ("language_model", "serving_default", "prompt"),
     ("language_model", "complete_with_options", "prompt"),
+    ("language_model", "complete_by_sampling", "prompt"),
 ]
 
 
@@ -95,7 +115,14 @@ def test_a_batch_of_one_equals_its_row_in_a_batch_of_64(
     rows = [
         (
             "".join(map(str, random.integers(0, 10, random.integers(0, MAX_LENGTH + 3)))),
-            (int(random.integers(1, 5)), int(random.integers(1, MAX_LENGTH + 1))),
+            (
+                int(random.integers(1, 5)),
+                int(random.integers(1, MAX_LENGTH + 1)),
+                float(random.choice([0.0, 0.5, 1.0, 3.0])),
+                int(random.integers(0, 7)),
+                float(random.choice([0.0, 0.3, 0.9, 1.0])),
+                int(random.integers(-(2**31), 2**31)),
+            ),
         )
         for _ in range(64)
     ]

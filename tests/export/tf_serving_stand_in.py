@@ -14,7 +14,7 @@ command.
         RESULT: {"modules": [...], export path: {"ops", "unregistered_ops",
                  "signatures", "shapes", "answers", "concurrent_answers"}}
         (the concurrent answers: every request again, from 8 threads at once)
-    python tf_serving_stand_in.py serve BASE NAME REST_PORT GRPC_PORT
+    python tf_serving_stand_in.py serve BASE NAME[,NAME...] REST_PORT GRPC_PORT
         TF Serving's REST (`/v1/models/NAME[/versions/V]:predict`, `/metadata`)
         and gRPC `PredictionService.Predict` for the versions under BASE/NAME.
 """
@@ -58,6 +58,15 @@ class ServedModel:
             raise ValueError(
                 f"input size does not match signature: extra {unknown}, missing {missing}"
             )
+        for name, value in inputs.items():
+            # The session refuses a tensor of another type (gRPC requests
+            # come as typed tensors; REST's JSON is read as the signature's).
+            expected = tf.as_dtype(signature.inputs[name].dtype)
+            given = tf.string if value.dtype.kind in "OSU" else tf.as_dtype(value.dtype)
+            if given != expected:
+                raise ValueError(
+                    f"Expects arg {name} to be {expected.name} but {given.name} is provided"
+                )
         feeds = {signature.inputs[name].name: value for name, value in inputs.items()}
         for name, default in signature.defaults.items():
             feeds.setdefault(signature.inputs[name].name, tf.make_ndarray(default))
@@ -135,30 +144,34 @@ def _to_json(value):
     return value
 
 
-def _array(value):
-    """A JSON input as TF Serving reads it: strings (and `[]`) as tf.string."""
+def _array(value, dtype):
+    """A JSON input as TF Serving reads it: as the signature's type."""
     value = _from_json(value)
-    first = value
-    while isinstance(first, list) and first:
-        first = first[0]
-    if isinstance(first, (bytes, list)):
+    if tf.as_dtype(dtype) == tf.string:
         return np.array(value, dtype=object)
-    return np.array(value, dtype=np.int32 if isinstance(first, int) else np.float32)
+    return np.array(value, dtype=tf.as_dtype(dtype).as_numpy_dtype)
 
 
-def serve(base, name, rest_port, grpc_port):
+def serve(base, names, rest_port, grpc_port):
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    model_dir = Path(base) / name
-    models = {int(p.name): ServedModel(p) for p in model_dir.iterdir() if p.name.isdigit()}
+    served = {
+        model_name: {
+            int(p.name): ServedModel(p)
+            for p in (Path(base) / model_name).iterdir()
+            if p.name.isdigit()
+        }
+        for model_name in names.split(",")
+    }
 
     def find(model_name, version):
-        if model_name != name:
+        if model_name not in served:
             raise LookupError(f"Servable not found for request: Latest({model_name})")
+        models = served[model_name]
         version = max(models) if version is None else version
         if version not in models:
-            raise LookupError(f"Servable not found for request: Specific({name}, {version})")
+            raise LookupError(f"Servable not found for request: Specific({model_name}, {version})")
         return version, models[version]
 
     class Rest(BaseHTTPRequestHandler):
@@ -191,7 +204,7 @@ def serve(base, name, rest_port, grpc_port):
             self.answer(
                 200,
                 {
-                    "model_spec": {"name": name, "version": str(version)},
+                    "model_spec": {"name": model_name, "version": str(version)},
                     "metadata": {"signature_def": {"signature_def": signatures}},
                 },
             )
@@ -208,9 +221,13 @@ def serve(base, name, rest_port, grpc_port):
                         (input_name,) = model.signatures[signature_name].inputs
                         rows = [{input_name: row} for row in rows]
                     names = model.signatures[signature_name].inputs
-                    inputs = {k: _array([row[k] for row in rows]) for k in names if rows}
+                    columns = {k: [row[k] for row in rows] for k in names if rows}
                 else:  # the columnar format
-                    inputs = {k: _array(v) for k, v in request["inputs"].items()}
+                    columns = request["inputs"]
+                signature = model.signatures[signature_name]
+                if set(columns) - set(signature.inputs):
+                    raise ValueError(f"unknown inputs {set(columns) - set(signature.inputs)}")
+                inputs = {k: _array(v, signature.inputs[k].dtype) for k, v in columns.items()}
                 outputs = model.predict(signature_name, inputs)
             except LookupError as error:
                 return self.answer(404, {"error": str(error)})
