@@ -55,11 +55,15 @@ class KerasCoreBlock(keras.layers.Layer):
 class KerasCoreSelfAttention(keras.layers.MultiHeadAttention):
     """`keras.layers.MultiHeadAttention` called as self-attention, `layer(x)`."""
 
+    def __init__(self, num_heads, key_dim, causal=False, **kwargs):
+        super().__init__(num_heads, key_dim, **kwargs)
+        self.causal = causal
+
     def build(self, x_shape):
         super().build(x_shape, x_shape)
 
     def call(self, x, training=None):
-        return super().call(x, x, training=training)
+        return super().call(x, x, training=training, use_causal_mask=self.causal)
 
 
 # kind -> (ours, KerasHub's)
@@ -87,12 +91,12 @@ def block(kind, contender, num_heads, intermediate_dim, dropout):
     raise ValueError(f"Unknown contender: {contender!r}")
 
 
-def self_attention(contender, num_heads, model_dim):
+def self_attention(contender, num_heads, model_dim, causal=False):
     """A layer `x -> [B, T, D]`: multi-head self-attention alone."""
     if contender == "keras_attention":
-        return MultiHeadSelfAttention(num_heads)
+        return MultiHeadSelfAttention(num_heads, causal=causal)
     if contender == "keras_core":
-        return KerasCoreSelfAttention(num_heads, model_dim // num_heads)
+        return KerasCoreSelfAttention(num_heads, model_dim // num_heads, causal=causal)
     raise ValueError(f"Unknown contender: {contender!r}")
 
 

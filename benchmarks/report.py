@@ -79,15 +79,18 @@ def report(results):
         training_table(results["decoder_training_step"]),
         "#### Self-attention alone, forward + backward (B=1, d_model=256, 4 heads)",
         table(
-            ["T", "contender", "ms", "peak MiB", "ours faster", "ours/peer memory"],
+            ["T", "causal", "contender", "ms", "peak MiB", "chunked faster", "chunked/this memory"],
             [
                 [
                     str(row["length"]),
+                    "yes" if row["causal"] else "",
                     row["contender"],
-                    f"{row['ms']:.1f}",
-                    f"{row['peak_mib']:.0f}",
-                    f"{row['ours_speedup']:.2f}x",
-                    "" if row["ours_memory_ratio"] is None else f"{row['ours_memory_ratio']:.2f}",
+                    "not run" if row.get("skipped") else f"{row['ms']:.1f}",
+                    "" if row.get("skipped") else f"{row['peak_mib']:.0f}",
+                    "" if row.get("skipped") else f"{row['chunked_speedup']:.2f}x",
+                    ""
+                    if row.get("chunked_memory_ratio") is None
+                    else f"{row['chunked_memory_ratio']:.3f}",
                 ]
                 for row in results["self_attention"]
             ],

@@ -14,8 +14,10 @@ Prints one table per section and writes every figure to a JSON file
    dropout and with dropout 0.1.
 3. decoder training step: the same with causal self-attention and
    cross-attention to a 128-token context (KerasHub's `TransformerDecoder`).
-4. self-attention alone, forward + backward, T = 512 ... 4096: time and the
-   peak memory the step adds, ours against `keras.layers.MultiHeadAttention`.
+4. self-attention alone, forward + backward, T = 1024 ... 32768 and causal
+   at 8192: time and the peak memory the step adds, ours in blocks
+   (`chunk_size`), ours dense and `keras.layers.MultiHeadAttention`
+   (`benchmarks.self_attention`; the dense ones only up to T = 8192).
 5. greedy decoding with and without the KV cache (`benchmarks.decoding`).
 6. the exported `serving_default` (loaded SavedModel) against the same
    decoding called in process, for batches of 1 and 32 short inputs, and
@@ -52,7 +54,9 @@ NUM_LAYERS = 2
 # No dropout (the compute alone), then the paper's rate, applied by every
 # contender to the same activations (see `contenders`).
 DROPOUTS = (0.0, 0.1)
-ATTENTION_LENGTHS = (512, 1024, 2048, 4096)
+ATTENTION_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768)
+ATTENTION_CAUSAL_LENGTHS = (8192,)
+ATTENTION_REPEATS = 3  # a dense step at T = 8192 takes seconds
 ATTENTION_BATCH = 1
 OURS = "keras_attention"
 
@@ -224,11 +228,14 @@ TRAINING_COLUMNS = [
 ]
 ATTENTION_COLUMNS = [
     ("length", "T", "d"),
+    ("causal", "causal", ""),
     ("contender", "contender", "s"),
     ("ms", "ms fwd+bwd", ".1f"),
     ("peak_mib", "peak MiB", ".0f"),
-    ("ours_speedup", "ours faster", ".2f"),
-    ("ours_memory_ratio", "ours/peer mem", ".2f"),
+    ("ours_speedup", "ours dense faster", ".2f"),
+    ("chunked_speedup", "chunked faster", ".2f"),
+    ("chunked_memory_ratio", "chunked/this mem", ".3f"),
+    ("skipped", "not run (memory)", ""),
 ]
 
 
@@ -254,12 +261,25 @@ def main(argv=None):
         results[f"{kind}_training_step"] = rows
         print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
 
-    lengths = (64, 128) if args.smoke else ATTENTION_LENGTHS
-    rows = self_attention.run(
-        lengths, ATTENTION_BATCH, sizes["model_dim"], sizes["num_heads"], repeats
-    )
+    if args.smoke:
+        rows = self_attention.run(
+            [64, 128], 1, sizes["model_dim"], sizes["num_heads"], 1, [64], 16, dense_up_to=64
+        )
+    else:
+        rows = self_attention.run(
+            ATTENTION_LENGTHS,
+            ATTENTION_BATCH,
+            sizes["model_dim"],
+            sizes["num_heads"],
+            min(repeats, ATTENTION_REPEATS),
+            ATTENTION_CAUSAL_LENGTHS,
+        )
     results["self_attention"] = rows
     print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
+    plot_path = Path(args.json).parent / "attention_memory.png"
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
+    self_attention.plot(rows, plot_path)
+    print(f"wrote {plot_path}")
 
     if args.smoke:
         rows = decoding.run([4, 8], batch_size=2, repeats=1, preset="tiny")

@@ -1,5 +1,15 @@
-"""Self-attention alone, forward + backward: ours against
-`keras.layers.MultiHeadAttention`, time and peak memory as the length grows."""
+"""Self-attention alone, forward + backward, as the length grows: ours in
+blocks (`chunk_size`), ours dense, and `keras.layers.MultiHeadAttention`;
+time and peak memory.
+
+    python -m benchmarks.self_attention            # T = 1024 ... 32768, and causal at 8192
+    python -m benchmarks.self_attention --smoke    # tiny: checks it runs
+
+The dense contenders hold `[B, H, T, T]` scores, 16 GiB each at T = 32768:
+past `DENSE_UP_TO` they are not run (the row says so) rather than swap.
+"""
+
+import argparse
 
 import keras
 import numpy as np
@@ -8,7 +18,10 @@ import tensorflow as tf
 from benchmarks import contenders, measure
 
 OURS = "keras_attention"
+CHUNKED = "keras_attention_chunked"
 PEER = "keras_core"
+CHUNK_SIZE = 512
+DENSE_UP_TO = 8192  # longer: the dense scores and their gradients pass 4 GiB
 
 
 def forward_backward(layer, x):
@@ -26,30 +39,111 @@ def forward_backward(layer, x):
     return lambda: step().numpy()
 
 
-def run(lengths, batch_size, model_dim, num_heads, repeats):
+def make_layer(name, num_heads, model_dim, causal, chunk_size):
+    if name == CHUNKED:
+        from keras_attention.layers import MultiHeadSelfAttention
+
+        return MultiHeadSelfAttention(num_heads, causal=causal, chunk_size=chunk_size)
+    return contenders.self_attention(name, num_heads, model_dim, causal=causal)
+
+
+def run(
+    lengths,
+    batch_size,
+    model_dim,
+    num_heads,
+    repeats,
+    causal_lengths=(),
+    chunk_size=CHUNK_SIZE,
+    dense_up_to=DENSE_UP_TO,
+):
+    """Rows per (length, causal, contender): ms, peak MiB and the ratios to
+    ours dense (`ours_speedup`: > 1, ours dense is faster) and to the chunked
+    path (`chunked_speedup`, `chunked_memory_ratio`: < 1, chunked needs
+    less)."""
     rows = []
-    for length in lengths:
+    cases = [(length, False) for length in lengths] + [(n, True) for n in causal_lengths]
+    for length, causal in cases:
         keras.utils.set_random_seed(0)
         x = np.random.default_rng(0).normal(size=(batch_size, length, model_dim))
         x = tf.constant(x.astype("float32"))
+        expected = [CHUNKED, OURS] if causal else [CHUNKED, OURS, PEER]
+        names = expected if length <= dense_up_to else [CHUNKED]
         steps = {}
-        for contender in (OURS, PEER):
-            layer = contenders.self_attention(contender, num_heads, model_dim)
+        for name in names:
+            layer = make_layer(name, num_heads, model_dim, causal, chunk_size)
             layer(x[:, :2])  # build
-            steps[contender] = forward_backward(layer, x)
-        seconds = measure.race(steps, repeats)
+            steps[name] = forward_backward(layer, x)
+        # The longest runs take many seconds a step: fewer repeats there.
+        seconds = measure.race(steps, repeats if length <= 8192 else 1, warmup=1)
         memory = {name: measure.peak_memory_mib(step) for name, step in steps.items()}
-        rows += [
-            {
+        for name in steps:
+            row = {
                 "length": length,
+                "causal": causal,
                 "batch_size": batch_size,
                 "contender": name,
+                "chunk_size": chunk_size if name == CHUNKED else None,
                 "ms": 1000 * seconds[name],
                 "peak_mib": memory[name],
-                # > 1: ours is faster; < 1: ours needs less memory.
-                "ours_speedup": seconds[name] / seconds[OURS],
-                "ours_memory_ratio": memory[OURS] / memory[name] if memory[name] else None,
+                "chunked_speedup": seconds[name] / seconds[CHUNKED],
+                "chunked_memory_ratio": memory[CHUNKED] / memory[name] if memory[name] else None,
             }
-            for name in steps
-        ]
+            if OURS in steps:
+                row["ours_speedup"] = seconds[name] / seconds[OURS]
+                row["ours_memory_ratio"] = memory[OURS] / memory[name] if memory[name] else None
+            rows.append(row)
+        for name in expected[len(names) :]:  # not run: "skipped", in the table too
+            rows.append({"length": length, "causal": causal, "contender": name, "skipped": True})
     return rows
+
+
+def plot(rows, path):
+    """Peak memory against length, one line per contender (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name, label in ((CHUNKED, "ours, chunked"), (OURS, "ours, dense"), (PEER, "Keras core")):
+        measured = [
+            (row["length"], row["peak_mib"])
+            for row in rows
+            if row["contender"] == name and not row["causal"] and "peak_mib" in row
+        ]
+        if measured:
+            axes.plot(*zip(*measured, strict=True), marker="o", label=label)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xlabel("sequence length T")
+    axes.set_ylabel("peak memory, forward + backward (MiB)")
+    axes.set_title("Self-attention, B=1, d_model 256, 4 heads")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def main(argv=None):
+    from benchmarks.run import ATTENTION_COLUMNS, print_table
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE)
+    parser.add_argument("--plot", help="also draw the memory plot to this PNG")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        rows = run([64, 128], 1, 16, 2, 1, causal_lengths=[64], chunk_size=16, dense_up_to=64)
+    else:
+        lengths = [1024, 2048, 4096, 8192, 16384, 32768]
+        rows = run(lengths, 1, 256, 4, args.repeats, [8192], args.chunk_size)
+    print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
+    if args.plot:
+        plot(rows, args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -71,6 +71,9 @@ class Transformer(ZooModel):
             sub-layer's output. Default 0.1.
         norm_first: bool, layer normalisation before each sub-layer
             (pre-norm) instead of after it (the paper's post-norm). Default False.
+        chunk_size: optional int, attention in blocks of that many positions,
+            exact, in memory linear in the length (long sequences); see
+            `MultiHeadSelfAttention`. Default None (dense).
         share_embeddings: bool, one embedding matrix for source and target
             (the vocabularies must then be one). Default False.
         tie_output_embeddings: bool, the output projection is the target
@@ -91,6 +94,7 @@ class Transformer(ZooModel):
         intermediate_dim=256,
         dropout=0.1,
         norm_first=False,
+        chunk_size=None,
         share_embeddings=False,
         tie_output_embeddings=False,
         **kwargs,
@@ -110,6 +114,7 @@ class Transformer(ZooModel):
             intermediate_dim=intermediate_dim,
             dropout=dropout,
             norm_first=norm_first,
+            chunk_size=chunk_size,
             dtype=policy,
         )
 

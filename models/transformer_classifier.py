@@ -43,6 +43,9 @@ class TransformerClassifier(ZooModel):
             sub-layer's output. Default 0.1.
         norm_first: bool, layer normalisation before each sub-layer
             (pre-norm) instead of after it (the paper's post-norm). Default False.
+        chunk_size: optional int, attention in blocks of that many positions,
+            exact, in memory linear in the length (long sequences); see
+            `MultiHeadSelfAttention`. Default None (dense).
         pooling: str, `"mean"` or `"first"`. Default `"mean"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
@@ -59,6 +62,7 @@ class TransformerClassifier(ZooModel):
         intermediate_dim=256,
         dropout=0.1,
         norm_first=False,
+        chunk_size=None,
         pooling="mean",
         **kwargs,
     ):
@@ -83,6 +87,7 @@ class TransformerClassifier(ZooModel):
             intermediate_dim=intermediate_dim,
             dropout=dropout,
             norm_first=norm_first,
+            chunk_size=chunk_size,
             dtype=policy,
             name="encoder",
         )

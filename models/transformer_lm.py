@@ -52,6 +52,9 @@ class TransformerLM(ZooModel):
             sub-layer's output. Default 0.1.
         norm_first: bool, layer normalisation before each sub-layer
             (pre-norm) instead of after it (the paper's post-norm). Default True.
+        chunk_size: optional int, attention in blocks of that many positions,
+            exact, in memory linear in the length (long sequences); see
+            `MultiHeadSelfAttention`. Default None (dense).
         positions: str, `"sinusoidal"` (any length) or `"learned"` (up to
             `max_length`). Default `"sinusoidal"`.
         max_length: int, the positions a `"learned"` model has; None for
@@ -73,6 +76,7 @@ class TransformerLM(ZooModel):
         intermediate_dim=256,
         dropout=0.1,
         norm_first=True,
+        chunk_size=None,
         positions="sinusoidal",
         max_length=None,
         tie_output_embeddings=True,
@@ -102,6 +106,7 @@ class TransformerLM(ZooModel):
             intermediate_dim=intermediate_dim,
             dropout=dropout,
             norm_first=norm_first,
+            chunk_size=chunk_size,
             dtype=policy,
             name="decoder",
         )

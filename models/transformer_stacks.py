@@ -22,7 +22,14 @@ class _Stack(Layer):
     block_class = None
 
     def __init__(
-        self, num_layers, num_heads, intermediate_dim, dropout=0.1, norm_first=False, **kwargs
+        self,
+        num_layers,
+        num_heads,
+        intermediate_dim,
+        dropout=0.1,
+        norm_first=False,
+        chunk_size=None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_layers = check_positive_int("num_layers", num_layers)
@@ -30,6 +37,7 @@ class _Stack(Layer):
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
         self.dropout = check_rate("dropout", dropout)
         self.norm_first = bool(norm_first)
+        self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
         self.supports_masking = True
         self.blocks = [
             self.block_class(
@@ -37,6 +45,7 @@ class _Stack(Layer):
                 intermediate_dim=intermediate_dim,
                 dropout=dropout,
                 norm_first=norm_first,
+                chunk_size=chunk_size,
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -63,6 +72,7 @@ class _Stack(Layer):
                 "intermediate_dim": self.intermediate_dim,
                 "dropout": self.dropout,
                 "norm_first": self.norm_first,
+                "chunk_size": self.chunk_size,
             }
         )
         return config
@@ -87,10 +97,15 @@ class TransformerEncoder(_Stack):
     def call(self, x, padding_mask=None, training=None, return_attention_scores=False):
         scores = []
         for block in self.blocks:
-            x, weights = block(
-                x, padding_mask=padding_mask, training=training, return_attention_scores=True
+            x = block(
+                x,
+                padding_mask=padding_mask,
+                training=training,
+                return_attention_scores=return_attention_scores,
             )
-            scores.append(weights)
+            if return_attention_scores:
+                x, weights = x
+                scores.append(weights)
         x = self._finish(x)
         return (x, scores) if return_attention_scores else x
 
@@ -140,12 +155,14 @@ class TransformerDecoder(_Stack):
                 cache_index=cache_index,
                 context_cache=None if context_caches is None else context_caches[index],
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
-            x, weights = outputs[0], outputs[1]
-            scores.append(weights)
+            outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+            x = outputs[0]
+            if return_attention_scores:
+                scores.append(outputs[1])
             if caches is not None:
-                new_caches.append(outputs[2])
+                new_caches.append(outputs[-1])
         return pack_outputs(
             self._finish(x),
             scores if return_attention_scores else None,

@@ -2,6 +2,7 @@
 
     python -m keras_attention.recipes.language_model --train-file corpus.txt  # your own
     python -m keras_attention.recipes.language_model        # written dates, 28 languages
+    python -m keras_attention.recipes.language_model --preset long_context  # 8,192 tokens
     python -m keras_attention.recipes.language_model --help
 
 Your own data: a UTF-8 text file of one example a line (empty lines are left
@@ -40,6 +41,17 @@ class LanguageModelConfig(common.TrainingConfig):
         "corpus), or tfds:NAME with --text-key",
     )
     text_key: str | None = common.flag(None, "the text feature of --dataset tfds:NAME")
+    pack_texts: bool = common.flag(
+        False,
+        "join the texts into one stream and cut it into windows of exactly --max-length "
+        "tokens (long-context training)",
+    )
+    chunk_size: int | None = common.flag(
+        None,
+        "attention in blocks of this many tokens, exact, in memory linear in --max-length "
+        "(long contexts); None: dense",
+        positive=True,
+    )
     prompt_tokens: int = common.flag(4, "tokens of each test text given as a prompt", positive=True)
     top_k: int = common.flag(5, "completions sample among the k most likely tokens", positive=True)
     output_dir: str = common.flag("runs/language_model", "where everything of this run is written")
@@ -54,6 +66,17 @@ class LanguageModelConfig(common.TrainingConfig):
 PRESETS = {
     # The default: written dates in 28 languages, by character (offline).
     "dates": {},
+    # The same corpus as one stream, in windows of 8,192 characters: a
+    # context dense attention could not train on this machine (its scores
+    # alone would be 1 GiB per layer and head group), in blocks of 512.
+    "long_context": dict(
+        pack_texts=True,
+        max_length=8192,
+        chunk_size=512,
+        batch_size=1,
+        epochs=1,
+        output_dir="runs/language_model_long",
+    ),
     # IMDB reviews by subword (download needed).
     "imdb": dict(
         dataset="imdb_reviews",
@@ -96,19 +119,36 @@ class LanguageModelRecipe(common.Recipe):
         common.warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
         self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
 
+        if config.pack_texts:
+            self.check_windows(train_strings, "training")
         train_batches, validation = self.training_and_validation(
-            lambda texts, **batching: language_model_batches(texts, self.tokenizer, **batching),
+            lambda texts, **batching: language_model_batches(
+                texts, self.tokenizer, pack=config.pack_texts, **batching
+            ),
             train_texts,
             len(train_strings),
             self.texts("validation"),
         )
         return train_batches, validation, f"{len(train_strings):,} training texts"
 
+    def check_windows(self, texts, split):
+        """With --pack-texts, a split must fill at least one batch of windows."""
+        config = self.config
+        tokens = sum(len(ids) + 2 for ids in self.tokenizer.tokenize(tf.constant(texts)).numpy())
+        windows = tokens // (config.max_length + 1)
+        if windows < config.batch_size:
+            raise text_files.DataFileError(
+                f"--pack-texts: the {split} split has {tokens:,} tokens, {windows} windows of "
+                f"--max-length {config.max_length}, fewer than --batch-size "
+                f"{config.batch_size}; lower --max-length or --batch-size, or add texts"
+            )
+
     def build_model(self):
+        overrides = dict(self.config.model_overrides)
+        if self.config.chunk_size is not None:
+            overrides.setdefault("chunk_size", self.config.chunk_size)
         return build_transformer_lm(
-            self.tokenizer.vocabulary_size,
-            preset=self.config.model_preset,
-            **self.config.model_overrides,
+            self.tokenizer.vocabulary_size, preset=self.config.model_preset, **overrides
         )
 
     def evaluate(self, model):
@@ -116,7 +156,9 @@ class LanguageModelRecipe(common.Recipe):
         completions of the first tokens of test texts, sampled top-k."""
         config = self.config
         test_texts = self.texts("test", config.test_examples)
-        test_batches = language_model_batches(test_texts, self.tokenizer, **common.batching(config))
+        test_batches = language_model_batches(
+            test_texts, self.tokenizer, pack=config.pack_texts, **common.batching(config)
+        )
         test_loss = model.evaluate(
             test_batches,
             steps=common.count_batches(test_batches),  # else Keras warns it "ran out of data"

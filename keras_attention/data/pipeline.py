@@ -44,16 +44,41 @@ def translation_batches(pairs, source_tokenizer, target_tokenizer, strict=False,
     )
 
 
-def language_model_batches(texts, tokenizer, strict=False, **batching):
+def language_model_batches(texts, tokenizer, strict=False, pack=False, **batching):
     """Texts -> `(token_ids [B, T], labels [B, T])`: `<s> x1 .. xn` in, the
-    same shifted by one, `x1 .. xn </s>`, as labels."""
+    same shifted by one, `x1 .. xn </s>`, as labels.
+
+    With `pack`, the texts are joined into one stream, `<s> text </s>` after
+    `<s> text </s>`, and cut into windows of exactly `max_length` tokens:
+    long-context training, with no padding, on texts of any length (the
+    stream's last part that fills no window is left out)."""
     max_length = batching["max_length"]
+    if pack:
+        return _packed_windows(texts, tokenizer, **batching)
 
     def encode(text):
         ids = truncate(tokenizer.tokenize(text), max_length - 1, strict, "text")
         return tf.concat([[START_ID], ids], axis=0), tf.concat([ids, [END_ID]], axis=0)
 
     return _batches(texts, encode, lambda ids, labels: tf.shape(ids)[0], **batching)
+
+
+def _packed_windows(
+    texts, tokenizer, batch_size, max_length, shuffle_buffer=0, seed=0, **unused_batching
+):
+    """`language_model_batches(pack=True)`: every window has the same
+    length, so batches need neither buckets nor padding."""
+    if shuffle_buffer:
+        texts = texts.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+
+    def encode(text):
+        return tf.concat([[START_ID], tokenizer.tokenize(text), [END_ID]], axis=0)
+
+    stream = texts.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+    windows = stream.batch(max_length + 1, drop_remainder=True)  # inputs and labels, offset by 1
+    pairs = windows.map(lambda window: (window[:-1], window[1:]))
+    # Full batches only: each holds batch_size windows of max_length tokens.
+    return pairs.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def classification_batches(pairs, tokenizer, strict=False, **batching):

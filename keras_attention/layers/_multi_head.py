@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers._attention import scaled_dot_product_attention
+from keras_attention.layers._chunked_attention import chunked_attention
 from keras_attention.utils import (
     Layer,
     check_positive_int,
@@ -26,6 +27,7 @@ class MultiHeadAttentionBase(Layer):
         value_dim=None,
         dropout=0.0,
         use_bias=True,
+        chunk_size=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -36,6 +38,7 @@ class MultiHeadAttentionBase(Layer):
         self.value_dim = check_positive_int("value_dim", value_dim, allow_none=True)
         self.dropout = check_rate("dropout", dropout)
         self.use_bias = bool(use_bias)
+        self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -93,6 +96,36 @@ class MultiHeadAttentionBase(Layer):
         context = ops.reshape(context, (batch_size, length, self.num_heads * self._value_dim))
         return self.output_projection(context), weights
 
+    def _uses_chunks(self, return_attention_scores):
+        """The blocked path, unless the weights themselves are asked for:
+        they are the `[B, H, Tq, Tk]` tensor it avoids, so the dense path
+        computes them (the output is the same up to rounding)."""
+        return self.chunk_size is not None and not return_attention_scores
+
+    def _attend_in_chunks(self, query, key, value, padding_mask, attention_mask, causal, training):
+        """As `_attend`, in blocks of `chunk_size` keys and queries, with the
+        masks apart (none of `[B, Tq, Tk]` size is made). Returns the output
+        `[B, Tq, D]`."""
+        rate = self.dropout if training else 0.0
+        seed = None
+        if rate > 0:  # a new draw each call, from the dropout layer's seed state
+            seed_state = self.attention_dropout.seed_generator
+            seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=seed_state)
+        context = chunked_attention(
+            query,
+            key,
+            value,
+            self.chunk_size,
+            padding_mask=padding_mask,
+            attention_mask=attention_mask,
+            causal=causal,
+            dropout_rate=rate,
+            seed=seed,
+        )
+        batch_size, length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (batch_size, length, self.num_heads * self._value_dim))
+        return self.output_projection(context)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -102,6 +135,7 @@ class MultiHeadAttentionBase(Layer):
                 "value_dim": self.value_dim,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
+                "chunk_size": self.chunk_size,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }

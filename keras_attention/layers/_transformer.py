@@ -21,6 +21,7 @@ class TransformerBlockBase(Layer):
         activation="relu",
         layer_norm_epsilon=1e-6,
         norm_first=False,
+        chunk_size=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -33,6 +34,7 @@ class TransformerBlockBase(Layer):
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.norm_first = bool(norm_first)
+        self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -49,6 +51,7 @@ class TransformerBlockBase(Layer):
         return dict(
             num_heads=self.num_heads,
             dropout=self.attention_dropout,
+            chunk_size=self.chunk_size,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -111,6 +114,7 @@ class TransformerBlockBase(Layer):
                 "activation": keras.activations.serialize(self.activation),
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "norm_first": self.norm_first,
+                "chunk_size": self.chunk_size,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }

@@ -21,6 +21,9 @@ class MultiHeadCrossAttention(MultiHeadAttentionBase):
         value_dim: int, size of each head's value. Defaults to `key_dim`.
         dropout: float in [0, 1), dropout on the attention weights. Default 0.
         use_bias: bool, whether the projections have biases. Default True.
+        chunk_size: optional int: attention in blocks of that many queries
+            and keys, in memory linear in the lengths; see
+            `MultiHeadSelfAttention`. Default None (dense).
         kernel_initializer, bias_initializer: initializers of the projections.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
@@ -81,6 +84,10 @@ class MultiHeadCrossAttention(MultiHeadAttentionBase):
             "attention_mask", attention_mask, 3, (batch_size, query.shape[1], key_length)
         )
         query = self._split_heads(self.query_projection(query), self._key_dim)
+        if self._uses_chunks(return_attention_scores):
+            return self._attend_in_chunks(
+                query, key, value, context_mask, attention_mask, False, training
+            )
         output, weights = self._attend(
             query, key, value, key_mask(context_mask, attention_mask), training
         )

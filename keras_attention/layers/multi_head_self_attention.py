@@ -24,6 +24,14 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         use_bias: bool, whether the projections have biases. Default True.
         causal: bool, whether position i may attend only to positions <= i
             (decoder self-attention). Default False.
+        chunk_size: optional int. None (the default) computes the scores of
+            every query against every key at once, `[B, H, T, T]`. An int
+            computes the same attention in blocks of that many queries and
+            keys, with an online softmax and a backward pass that recomputes
+            each block's scores, so memory grows linearly with T (for long
+            sequences). With `causal`, blocks above the diagonal are skipped.
+            A call that asks for `return_attention_scores` or uses `cache`
+            takes the dense path.
         kernel_initializer, bias_initializer: initializers of the projections.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
@@ -64,6 +72,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         dropout=0.0,
         use_bias=True,
         causal=False,
+        chunk_size=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -74,6 +83,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             value_dim=value_dim,
             dropout=dropout,
             use_bias=use_bias,
+            chunk_size=chunk_size,
             kernel_initializer=kernel_initializer,
             bias_initializer=bias_initializer,
             **kwargs,
@@ -120,6 +130,10 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         length = ops.shape(x)[1]
         if cache is None:
             padding_mask = merge_masks(padding_mask, mask)
+            if self._uses_chunks(return_attention_scores):
+                return self._attend_in_chunks(
+                    query, key, value, padding_mask, attention_mask, self.causal, training
+                )
             future_mask = causal_mask(length, length) if self.causal else None
         else:
             if cache_index is None:

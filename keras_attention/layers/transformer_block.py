@@ -23,6 +23,9 @@ class TransformerBlock(TransformerBlockBase):
             Default 0.
         causal: bool, whether position i attends only to positions <= i.
         norm_first: bool, pre-norm instead of the paper's post-norm.
+        chunk_size: optional int, self-attention in blocks of that many
+            positions, in memory linear in T (see `MultiHeadSelfAttention`).
+            Default None (dense).
         activation: feed-forward activation. Default `"relu"`.
         layer_norm_epsilon: float, default 1e-6.
         kernel_initializer, bias_initializer: initializers of the dense layers.
@@ -75,19 +78,20 @@ class TransformerBlock(TransformerBlockBase):
         return_attention_scores=False,
         mask=None,
     ):
-        y, weights = self.self_attention(
+        outputs = self.self_attention(
             self._sublayer_input(x, self.self_attention_norm),
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             mask=mask,
             training=training,
-            return_attention_scores=True,
+            return_attention_scores=return_attention_scores,
         )
+        y = outputs[0] if return_attention_scores else outputs
         x = self._add_and_norm(
             x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
         x = self._feed_forward(x, training)
-        return (x, weights) if return_attention_scores else x
+        return (x, outputs[1]) if return_attention_scores else x
 
     def get_config(self):
         config = super().get_config()

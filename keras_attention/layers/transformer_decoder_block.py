@@ -29,6 +29,10 @@ class TransformerDecoderBlock(TransformerBlockBase):
             the residual sum. Default 0.1.
         attention_dropout: float in [0, 1), dropout on attention weights.
         norm_first: bool, pre-norm instead of the paper's post-norm.
+        chunk_size: optional int, self- and cross-attention in blocks of
+            that many positions, in memory linear in the lengths (see
+            `MultiHeadSelfAttention`); incremental decoding (`cache`) stays
+            dense. Default None (dense).
         activation, layer_norm_epsilon, kernel_initializer, bias_initializer:
             as in `TransformerBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -115,11 +119,14 @@ class TransformerDecoderBlock(TransformerBlockBase):
             cache=cache,
             cache_index=cache_index,
             training=training,
-            return_attention_scores=True,
+            return_attention_scores=return_attention_scores,
         )
-        y, weights["self_attention"] = outputs[0], outputs[1]
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        y = outputs[0]
+        if return_attention_scores:
+            weights["self_attention"] = outputs[1]
         if cache is not None:
-            cache = outputs[2]
+            cache = outputs[-1]
         x = self._add_and_norm(
             x, y, self.self_attention_norm, self.self_attention_dropout, training
         )
@@ -127,14 +134,16 @@ class TransformerDecoderBlock(TransformerBlockBase):
         # 2. Encoder-decoder attention: queries from here, keys and values
         #    from the encoder output.
         if self.has_cross_attention:
-            y, weights["cross_attention"] = self.cross_attention(
+            y = self.cross_attention(
                 self._sublayer_input(x, self.cross_attention_norm),
                 context,
                 context_mask=context_mask,
                 context_cache=context_cache,
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
+            if return_attention_scores:
+                y, weights["cross_attention"] = y
             x = self._add_and_norm(
                 x, y, self.cross_attention_norm, self.cross_attention_dropout, training
             )
