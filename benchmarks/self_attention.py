@@ -20,7 +20,7 @@ from benchmarks import contenders, measure
 OURS = "keras_attention"
 CHUNKED = "keras_attention_chunked"
 PEER = "keras_core"
-CHUNK_SIZE = 512
+CHUNK_SIZE = 1024
 DENSE_UP_TO = 8192  # longer: the dense scores and their gradients pass 4 GiB
 
 

@@ -68,11 +68,11 @@ PRESETS = {
     "dates": {},
     # The same corpus as one stream, in windows of 8,192 characters: a
     # context dense attention could not train on this machine (its scores
-    # alone would be 1 GiB per layer and head group), in blocks of 512.
+    # alone would be 1 GiB per layer), in blocks of 1,024.
     "long_context": dict(
         pack_texts=True,
         max_length=8192,
-        chunk_size=512,
+        chunk_size=1024,
         batch_size=1,
         epochs=1,
         output_dir="runs/language_model_long",

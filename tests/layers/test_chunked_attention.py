@@ -67,7 +67,7 @@ def problems(draw):
     return arrays, padding, attention, causal, chunk_size
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(problem=problems())
 def test_blocks_equal_dense_outputs_and_gradients(problem):
     (query, key, value), padding, attention, causal, chunk_size = problem
