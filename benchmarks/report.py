@@ -114,6 +114,7 @@ def report(results):
                 "batch",
                 "exported ms",
                 "in-process ms",
+                "in-process, static batch ms",
                 "`translate_with_options` ms",
                 "exported/in-process",
             ],
@@ -122,6 +123,7 @@ def report(results):
                     str(row["batch_size"]),
                     f"{row['exported_ms']:.1f}",
                     f"{row['in_process_ms']:.1f}",
+                    f"{row['in_process_static_ms']:.1f}",
                     f"{row['exported_with_options_ms']:.1f}",
                     f"{row['exported_over_in_process']:.2f}x",
                 ]

@@ -132,16 +132,22 @@ def softmax(scores):
     return weights, gradient
 
 
-def scaled_dot_product_attention(query, key, value, mask=None, dropout_layer=None, training=None):
+def scaled_dot_product_attention(
+    query, key, value, mask=None, dropout_layer=None, training=None, heads_first=False
+):
     """softmax(Q K^T / sqrt(d_k)) V, for all heads at once.
 
     Args:
         query: `[B, Tq, H, d_k]`.
-        key: `[B, Tk, H, d_k]`.
-        value: `[B, Tk, H, d_v]`.
+        key: `[B, Tk, H, d_k]`, or with `heads_first` `[B, H, Tk, d_k]`.
+        value: `[B, Tk, H, d_v]`, or with `heads_first` `[B, H, Tk, d_v]`.
         mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`.
         dropout_layer: optional `keras.layers.Dropout` applied to the weights.
         training: passed to the dropout layer.
+        heads_first: bool, the layout of `key` and `value`. A KV cache is
+            kept heads first: the products then read it as it is, where the
+            other layout would copy the whole cache into that order at every
+            decoding step.
 
     Returns:
         `(context [B, Tq, H, d_v], weights [B, H, Tq, Tk])`, weights in the
@@ -152,10 +158,11 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_layer=Non
     # saturate as d_k grows. Scaling the query first is cheaper (Tq*d_k values
     # instead of Tq*Tk) and the same up to rounding.
     query = query * ops.cast(1.0 / ops.sqrt(ops.cast(depth, "float32")), query.dtype)
-    scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # [B, H, Tq, Tk]
+    keys = "bhkd" if heads_first else "bkhd"
+    scores = ops.einsum(f"bqhd,{keys}->bhqk", query, key)  # [B, H, Tq, Tk]
     weights = masked_softmax(scores, mask)
     weights = ops.cast(weights, query.dtype)
     if dropout_layer is not None:
         weights = dropout_layer(weights, training=training)
-    context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Tq, H, d_v]
+    context = ops.einsum(f"bhqk,{keys}->bqhd", weights, value)  # [B, Tq, H, d_v]
     return context, weights

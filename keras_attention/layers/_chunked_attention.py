@@ -71,13 +71,15 @@ def chunked_attention(
     key_blocks = -(-key_length // chunk_size)
     query_pad = query_blocks * chunk_size - query_length
     key_pad = key_blocks * chunk_size - key_length
-    # Which masks there are is known when the graph is built: a block is
-    # masked only when one of them is.
-    masked = padding_mask is not None or attention_mask is not None or causal
-    if isinstance(key_pad, int):
-        masked = masked or key_pad > 0
-    else:
-        masked = True
+    # Which masks there are is known when the graph is built. Causal alone
+    # masks only the blocks on the diagonal (the padded keys come after
+    # every real query, so causal hides them too); any other mask, or padded
+    # keys without causal, masks every block.
+    padded_keys = not isinstance(key_pad, int) or key_pad > 0
+    mask_every_block = (
+        padding_mask is not None or attention_mask is not None or (padded_keys and not causal)
+    )
+    lower_triangle = ops.arange(chunk_size)[:, None] >= ops.arange(chunk_size)[None, :]
     real_key = ops.ones((batch_size, key_length), "bool") if padding_mask is None else padding_mask
     real_key = ops.pad(ops.cast(real_key, "bool"), [[0, 0], [0, key_pad]])  # [B, Tk']
     if attention_mask is not None:
@@ -136,8 +138,14 @@ def chunked_attention(
         scores = ops.matmul(
             block(scaled_query, query_block), ops.swapaxes(block(key, key_block), 2, 3)
         )
-        if masked:
-            scores = ops.where(block_mask(query_block, key_block), scores, NEG_INF)
+        if mask_every_block:
+            return ops.where(block_mask(query_block, key_block), scores, NEG_INF)
+        if causal:
+            return ops.cond(
+                query_block == key_block,
+                lambda: ops.where(lower_triangle[None, None], scores, NEG_INF),
+                lambda: scores,
+            )
         return scores
 
     dtypes = (query.dtype, key.dtype, value.dtype)

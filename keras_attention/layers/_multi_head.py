@@ -79,17 +79,18 @@ class MultiHeadAttentionBase(Layer):
         batch_size, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch_size, length, self.num_heads, depth))
 
-    def _attend(self, query, key, value, mask, training):
+    def _attend(self, query, key, value, mask, training, heads_first=False):
         """Weighted sum of V for every head, heads merged and projected.
 
-        query `[B, Tq, H, d_k]`, key `[B, Tk, H, d_k]`, value `[B, Tk, H, d_v]`,
-        mask broadcastable to `[B, Tq, Tk]` or None.
+        query `[B, Tq, H, d_k]`, key `[B, Tk, H, d_k]`, value `[B, Tk, H, d_v]`
+        (with `heads_first`, `[B, H, Tk, d]`: a KV cache), mask broadcastable
+        to `[B, Tq, Tk]` or None.
         Returns `(output [B, Tq, D], weights [B, H, Tq, Tk])`.
         """
         if mask is not None:
             mask = ops.expand_dims(mask, axis=1)  # one mask for every head
         context, weights = scaled_dot_product_attention(
-            query, key, value, mask, self.attention_dropout, training
+            query, key, value, mask, self.attention_dropout, training, heads_first
         )
         batch_size, length = ops.shape(context)[0], ops.shape(context)[1]
         # [B, Tq, H, d_v] -> [B, Tq, H * d_v]: the heads side by side.

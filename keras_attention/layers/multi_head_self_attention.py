@@ -41,7 +41,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             get weight 0. In cache mode it covers the cache: `[B, max_length]`.
         attention_mask: optional bool `[B, T, T]` (`[B, T, max_length]` in cache
             mode), True where query i may attend to key j.
-        cache: optional `(key_cache, value_cache)`, each `[B, max_length, H, d]`,
+        cache: optional `(key_cache, value_cache)`, each `[B, H, max_length, d]`,
             from `initial_cache()` or a previous call. The keys and values of
             `x` are written at `cache_index` and `x`'s queries attend to all
             cached positions up to their own (cache mode is always causal).
@@ -113,7 +113,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         mask=None,
     ):
         batch_size, static_length = x.shape[0], x.shape[1]
-        key_length = static_length if cache is None else cache[0].shape[1]
+        key_length = static_length if cache is None else cache[0].shape[2]
         padding_mask = check_mask("padding_mask", padding_mask, 2, (batch_size, key_length))
         attention_mask = check_mask(
             "attention_mask", attention_mask, 3, (batch_size, static_length, key_length)
@@ -138,28 +138,38 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         else:
             if cache_index is None:
                 raise ValueError("`cache_index` is required when `cache` is given.")
-            # Keep the keys and values of earlier steps; add this step's.
+            # Keep the keys and values of earlier steps; add this step's. The
+            # cache is heads first, [B, H, max_length, d], as the products read it.
             key_cache, value_cache = cache
-            start = [0, cache_index, 0, 0]
-            key = ops.slice_update(key_cache, start, ops.cast(key, key_cache.dtype))
-            value = ops.slice_update(value_cache, start, ops.cast(value, value_cache.dtype))
+            start = [0, 0, cache_index, 0]
+            key = ops.slice_update(key_cache, start, self._heads_first(key, key_cache.dtype))
+            value = ops.slice_update(
+                value_cache, start, self._heads_first(value, value_cache.dtype)
+            )
             cache = (key, value)
             # Positions after this step are not written yet: always causal.
-            future_mask = causal_mask(length, ops.shape(key)[1], cache_index)
+            future_mask = causal_mask(length, ops.shape(key)[2], cache_index)
 
         mask = merge_masks(key_mask(padding_mask, attention_mask), future_mask)
-        output, weights = self._attend(query, key, value, mask, training)
+        output, weights = self._attend(
+            query, key, value, mask, training, heads_first=cache is not None
+        )
         return pack_outputs(output, weights if return_attention_scores else None, cache)
 
     def initial_cache(self, batch_size, max_length):
-        """An empty `(key_cache, value_cache)`, each `[B, max_length, H, d]`."""
+        """An empty `(key_cache, value_cache)`, each `[B, H, max_length, d]`."""
         if not self.built:
             raise ValueError("Build the layer (call it once) before asking for a cache.")
         dtype = self.compute_dtype
         return (
-            ops.zeros((batch_size, max_length, self.num_heads, self._key_dim), dtype),
-            ops.zeros((batch_size, max_length, self.num_heads, self._value_dim), dtype),
+            ops.zeros((batch_size, self.num_heads, max_length, self._key_dim), dtype),
+            ops.zeros((batch_size, self.num_heads, max_length, self._value_dim), dtype),
         )
+
+    @staticmethod
+    def _heads_first(x, dtype):
+        """`[B, T, H, d]` -> `[B, H, T, d]` in `dtype`."""
+        return ops.cast(ops.transpose(x, (0, 2, 1, 3)), dtype)
 
     def get_config(self):
         config = super().get_config()
