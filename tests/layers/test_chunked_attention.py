@@ -324,3 +324,26 @@ def test_layer_contract_in_blocks(tmp_path):
         tmp_path=tmp_path,
         shape_inputs=("query", "context"),
     )
+
+
+def test_compiled_blocks_equal_dense():
+    """Under XLA (TensorFlow) or `jax.jit` (JAX), causal and not."""
+    random = np.random.default_rng(4)
+    query, key, value = (random.normal(size=(2, 11, 2, 4)).astype("float32") for _ in range(3))
+    for causal in (False, True):
+
+        def blocked(q, k, v, causal=causal):
+            return chunked_attention(q, k, v, 4, causal=causal)
+
+        if keras.backend.backend() == "jax":
+            import jax
+
+            compiled = jax.jit(blocked)
+        else:
+            import tensorflow as tf
+
+            compiled = tf.function(blocked, jit_compile=True)
+        expected = to_numpy(dense(query, key, value, causal=causal))
+        np.testing.assert_allclose(
+            to_numpy(compiled(query, key, value)), expected, atol=1e-5, rtol=1e-5
+        )
