@@ -1,0 +1,105 @@
+"""Exports a finished training run to TF Serving's layout.
+
+    python -m keras_attention.export runs/translate
+    python -m keras_attention.export runs/translate/model.keras --base serving --name dates
+
+The run's folder (or the `.keras` file in it) holds what a recipe wrote: the
+model, its vocabularies (`*_vocabulary.txt` or `.model`), `config.json` and,
+for a classifier, `labels.json`. The export is a TensorFlow SavedModel, so
+this runs on TensorFlow: started under another Keras backend (a model
+trained on JAX), it says so and runs itself again with
+`KERAS_BACKEND=tensorflow`; the `.keras` file loads on either.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attention.export", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("run", help="a run's folder, or the model.keras file in it")
+    parser.add_argument("--base", help="TF Serving base folder (default: <run>/serving)")
+    parser.add_argument("--name", help="the model's name in TF Serving (default: the run's)")
+    parser.add_argument("--version", type=int, help="version number (default: the next one)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --version if it exists")
+    args = parser.parse_args(argv)
+
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        print(
+            f"keras_attention.export: Keras runs on {keras.backend.backend()}; a SavedModel "
+            "needs TensorFlow, so this runs again with KERAS_BACKEND=tensorflow",
+            flush=True,
+        )
+        environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+        command = [sys.executable, "-m", "keras_attention.export", *argv]
+        os.execve(sys.executable, command, environment)
+
+    path = Path(args.run)
+    run_dir = path.parent if path.is_file() else path
+    model_path = path if path.is_file() else run_dir / "model.keras"
+    for needed in (model_path, run_dir / "config.json"):
+        if not needed.is_file():
+            raise SystemExit(f"error: {needed} not found: is {args.run} a finished run?")
+    version = export_run(model_path, run_dir, args.base, args.name, args.version, args.overwrite)
+    print(f"exported {model_path} to {version}")
+
+
+def export_run(model_path, run_dir, base=None, name=None, version=None, overwrite=False):
+    """Exports the model at `model_path` with the vocabularies and config of
+    `run_dir`; returns the version folder. `base` and `name` default to the
+    run's export folder and name."""
+    import keras
+
+    import keras_attention  # noqa: F401  (registers the models for loading)
+    from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
+    from keras_attention.export import export_model, versions, write_models_config
+
+    config = json.loads((run_dir / "config.json").read_text())
+    model = keras.saving.load_model(model_path)
+
+    def tokenizer(side):
+        for suffix, kind in ((".txt", CharacterTokenizer), (".model", SubwordTokenizer)):
+            file = run_dir / f"{side}_vocabulary{suffix}"
+            if file.is_file():
+                return kind.load(file)
+        raise SystemExit(
+            f"error: no {side} vocabulary ({side}_vocabulary.txt or .model) in {run_dir}"
+        )
+
+    task = getattr(model, "task", None)
+    arguments = {}
+    if task == "translation":
+        source, target = tokenizer("source"), tokenizer("target")
+        arguments["beam_size"] = config.get("beam_size") or 1
+    else:
+        source, target = tokenizer("text"), None
+    if task == "classification":
+        arguments["label_names"] = json.loads((run_dir / "labels.json").read_text())
+    base = Path(base or config.get("export_dir") or run_dir / "serving")
+    folder = export_model(
+        model,
+        base,
+        name or config.get("export_name") or run_dir.name,
+        source,
+        target,
+        max_length=config["max_length"],
+        version=version,
+        overwrite=overwrite,
+        config=config,
+        **arguments,
+    )
+    names = sorted(child.name for child in base.iterdir() if versions(child))
+    write_models_config(base / "models.config", {n: f"/models/{n}" for n in names})
+    return folder
+
+
+if __name__ == "__main__":
+    main()
