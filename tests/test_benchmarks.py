@@ -66,7 +66,7 @@ def test_self_attention_decoding_and_serving_ran(smoke):
     generation = results["generation"]
     assert [row["new_tokens"] for row in generation] == [4, 8]
     for row in generation:
-        for name in ("ours", "ours_xla", "keras_hub"):
+        for name in ("ours", "ours_xla", "keras_hub", "keras_hub_xla"):
             assert row[f"{name}_tokens_per_s"] > 0
     assert "ours against KerasHub GPT2CausalLM" in stdout
 
