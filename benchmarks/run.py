@@ -11,7 +11,8 @@ Prints one table per section and writes every figure to a JSON file
 2. encoder training step: 2 layers at B=32, T=128, d_model=256, 4 heads,
    FF 1024, float32; ours, KerasHub's `TransformerEncoder`, and a block of
    `keras.layers.MultiHeadAttention`; each with and without XLA, without
-   dropout and with dropout 0.1.
+   dropout and with dropout 0.1. Then the same race on Keras's JAX backend
+   (`benchmarks.on_jax`, in its own process, right after).
 3. decoder training step: the same with causal self-attention and
    cross-attention to a 128-token context (KerasHub's `TransformerDecoder`).
 4. self-attention alone, forward + backward, T = 1024 ... 32768 and causal
@@ -32,7 +33,10 @@ hits them alike. Ratios are what carry over between machines.
 """
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -145,6 +149,30 @@ def training_step(kind, sizes, dropouts, repeats, matmul_size):
     return rows
 
 
+def encoder_step_on_jax(sizes, dropouts, repeats, tensorflow_rows):
+    """The encoder race again on Keras's JAX backend, in a process of its own
+    (`benchmarks.on_jax`), right after TensorFlow's. Each row gets
+    `jax_speedup`: the same contender's step with XLA on TensorFlow over
+    its step on JAX (> 1: faster on JAX)."""
+    settings = dict(sizes=sizes, dropouts=list(dropouts), repeats=repeats)
+    with tempfile.TemporaryDirectory() as folder:
+        output = Path(folder) / "rows.json"
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.on_jax", json.dumps(settings), str(output)],
+            env={**os.environ, "KERAS_BACKEND": "jax"},
+            check=True,
+        )
+        rows = json.loads(output.read_text())
+    on_tensorflow = {
+        (row["contender"], row["dropout"]): row["ms_per_step"]
+        for row in tensorflow_rows
+        if row["xla"]
+    }
+    for row in rows:
+        row["jax_speedup"] = on_tensorflow[row["contender"], row["dropout"]] / row["ms_per_step"]
+    return rows
+
+
 def serving_rows(batch_size, max_length, repeats):
     """The exported `serving_default`, loaded back in this process, against
     the same steps (tokenise, beam search with beam 1, detokenise) as an
@@ -235,6 +263,15 @@ TRAINING_COLUMNS = [
     ("share_of_peak", "of peak", ".0%"),
     ("ours_speedup", "ours faster", ".2f"),
 ]
+JAX_COLUMNS = [
+    ("dropout", "dropout", ".1f"),
+    ("contender", "contender", "s"),
+    ("ms_per_step", "ms/step", ".0f"),
+    ("tokens_per_s", "tokens/s", ".0f"),
+    ("gflops", "GFLOP/s", ".1f"),
+    ("ours_speedup", "ours faster", ".2f"),
+    ("jax_speedup", "JAX faster than TF+XLA", ".2f"),
+]
 ATTENTION_COLUMNS = [
     ("length", "T", "d"),
     ("causal", "causal", ""),
@@ -269,6 +306,12 @@ def main(argv=None):
         rows = training_step(kind, sizes, dropouts, repeats, matmul_size)
         results[f"{kind}_training_step"] = rows
         print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
+        if kind == "encoder":
+            rows = encoder_step_on_jax(sizes, dropouts, repeats, results["encoder_training_step"])
+            results["encoder_training_step_jax"] = rows
+            print_table(
+                f"encoder training step ({NUM_LAYERS} layers) on the JAX backend", rows, JAX_COLUMNS
+            )
 
     if args.smoke:
         rows = self_attention.run(

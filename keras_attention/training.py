@@ -61,8 +61,7 @@ class MaskedAccuracy(keras.metrics.Mean):
         super().__init__(name=name, **kwargs)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        correct = ops.cast(
-            ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int64")), "float32"
-        )
+        predicted = ops.argmax(y_pred, axis=-1)  # int64 on TF, int32 on JAX
+        correct = ops.cast(ops.equal(predicted, ops.cast(y_true, predicted.dtype)), "float32")
         real = ops.cast(ops.not_equal(y_true, 0), "float32")  # padding labels are 0
         return super().update_state(correct, sample_weight=real)

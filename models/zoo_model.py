@@ -20,9 +20,13 @@ class ZooModel(keras.Model):
         """
         names = inspect.signature(type(self).__init__).parameters
         config = {name: arguments[name] for name in names if name not in ("self", "kwargs")}
+        # The policy every layer was given (`pop_dtype_policy`), so a model
+        # trained in mixed precision reloads in mixed precision.
+        config["dtype"] = arguments["policy"].name
         self._constructor_config = config
         for name, value in config.items():
-            setattr(self, name, value)
+            if name != "dtype":
+                setattr(self, name, value)
 
     def get_config(self):
         return versioned(

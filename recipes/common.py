@@ -2,8 +2,12 @@
 loss and learning-rate schedule of the paper, callbacks, safe file writes."""
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import time
 import typing
 from pathlib import Path
@@ -28,7 +32,13 @@ from keras_attention.training import (  # noqa: F401
 )
 from keras_attention.utils import check_choice
 
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+# What each backend trains under: tf.distribute strategies on TensorFlow,
+# keras.distribution on JAX.
+BACKEND_STRATEGIES = {
+    "tensorflow": ("default", "mirrored", "multi_worker", "tpu"),
+    "jax": ("default", "data_parallel"),
+}
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel")
 SCHEDULES = ("constant", "warmup")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -122,9 +132,16 @@ class TrainingConfig:
     adam_beta_1: float = flag(0.9, "Adam beta_1")
     adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
     adam_epsilon: float = flag(1e-9, "Adam epsilon (the paper's 1e-9)")
-    strategy: str = flag("default", "default, mirrored, multi_worker or tpu", choices=STRATEGIES)
+    strategy: str = flag(
+        "default",
+        "TensorFlow: default, mirrored, multi_worker or tpu; "
+        "JAX: default or data_parallel (keras.distribution, every device)",
+        choices=STRATEGIES,
+    )
     precision: str = flag("float32", "float32, mixed_float16 or mixed_bfloat16", choices=PRECISIONS)
-    jit_compile: bool = flag(False, "compile the train step with XLA")
+    jit_compile: bool = flag(
+        False, "compile the train step with XLA (on JAX it always is: jax.jit)"
+    )
     checkpoint_every: int = flag(500, "steps between checkpoints (resume points)", positive=True)
     seed: int = flag(0, "seed of weights, shuffling, dropout and sampling")
     deterministic: bool = flag(
@@ -152,6 +169,16 @@ class TrainingConfig:
         for name in ("validation_file", "test_file"):
             if getattr(self, name) and not self.train_file:
                 raise ValueError(f"--{name.replace('_', '-')} needs --train-file")
+        backend = keras.backend.backend()
+        if backend not in BACKEND_STRATEGIES:
+            raise ValueError(
+                f"the recipes train on KERAS_BACKEND tensorflow or jax; got {backend!r}"
+            )
+        if self.strategy not in BACKEND_STRATEGIES[backend]:
+            raise ValueError(
+                f"--strategy {self.strategy} is not for KERAS_BACKEND={backend}; "
+                f"choose {' or '.join(BACKEND_STRATEGIES[backend])}"
+            )
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
                 "--model-overrides must be a JSON object of builder arguments; "
@@ -176,6 +203,7 @@ def main(recipe_class, presets, argv=None, description=None):
         resume.TrainingDiverged,
         text_files.DataFileError,
         FileExistsError,
+        ExportFailed,
     ) as error:
         raise SystemExit(f"error: {error}") from None
 
@@ -252,8 +280,12 @@ def check_positive(flag, value):
 
 
 def make_strategy(name):
-    """The tf.distribute strategy, made before the model (`strategy.scope()`)."""
+    """What the run trains under, made before the model: a tf.distribute
+    strategy on TensorFlow, a `JaxStrategy` on JAX; both give `scope()`
+    and `num_replicas_in_sync`."""
     check_choice("--strategy", name, STRATEGIES)
+    if keras.backend.backend() == "jax":
+        return JaxStrategy(name)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -270,8 +302,44 @@ def make_strategy(name):
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
+# Set by a multi-host launcher (see `JaxStrategy`); read by keras.distribution.initialize.
+MULTI_HOST_VARIABLES = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES")
+
+
+class JaxStrategy:
+    """A JAX run's devices, with what the recipes ask of a tf.distribute
+    strategy: `scope()`, `num_replicas_in_sync` and which process this is.
+
+    `default`: one device, as Keras places it. `data_parallel`:
+    `keras.distribution.DataParallel` over every device of every process
+    (the weights copied on each, every batch split between them), set for
+    the whole run. When `KERAS_DISTRIBUTION_JOB_ADDRESSES` and
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` are set (a multi-host job, with
+    `KERAS_DISTRIBUTION_PROCESS_ID` per process), `keras.distribution.
+    initialize()` joins the processes first, and each process reads its
+    share of every batch.
+    """
+
+    def __init__(self, name):
+        import jax
+
+        self.distribution = None
+        if name == "data_parallel":
+            if all(os.environ.get(variable) for variable in MULTI_HOST_VARIABLES):
+                keras.distribution.initialize()
+            self.distribution = keras.distribution.DataParallel()
+            keras.distribution.set_distribution(self.distribution)
+        self.num_replicas_in_sync = jax.device_count() if self.distribution else 1
+        self.process_index = jax.process_index()
+
+    def scope(self):
+        return contextlib.nullcontext()  # set for the whole run
+
+
 def is_chief(strategy):
     """Whether this process writes the run's files (worker 0, or the only one)."""
+    if isinstance(strategy, JaxStrategy):
+        return strategy.process_index == 0
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.cluster_spec().as_dict():
         return True
@@ -280,6 +348,12 @@ def is_chief(strategy):
         and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict()
     )
+
+
+def worker_index(strategy):
+    if isinstance(strategy, JaxStrategy):
+        return strategy.process_index
+    return strategy.cluster_resolver.task_id
 
 
 def shard_by_data(dataset):
@@ -302,9 +376,14 @@ def start_run(config):
         tf.config.experimental.enable_op_determinism()
     set_precision(config.precision)
     strategy = make_strategy(config.strategy)
+    if isinstance(strategy, JaxStrategy) and config.batch_size % strategy.num_replicas_in_sync:
+        raise SystemExit(
+            f"error: --batch-size {config.batch_size} does not split evenly over the "
+            f"{strategy.num_replicas_in_sync} devices of --strategy {config.strategy}"
+        )
     output_dir = Path(config.output_dir)
     if not is_chief(strategy):
-        output_dir = output_dir / f".worker{strategy.cluster_resolver.task_id}"
+        output_dir = output_dir / f".worker{worker_index(strategy)}"
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(output_dir / "config.json", dataclasses.asdict(config))
     return strategy, output_dir
@@ -382,7 +461,8 @@ def batching(config, train_examples=0, epoch=0):
     arguments = dict(
         batch_size=config.batch_size,
         max_length=config.max_length,
-        pad_to_max_length=config.jit_compile,  # one shape: XLA compiles the step once
+        # One shape, so XLA (and jax.jit) compiles the step once.
+        pad_to_max_length=config.jit_compile or keras.backend.backend() == "jax",
     )
     if train_examples:
         arguments.update(
@@ -398,7 +478,7 @@ def distribute(config, dataset):
     return shard_by_data(dataset) if config.strategy == "multi_worker" else dataset
 
 
-def fit(model, train_batches, validation, config, output_dir):
+def fit(model, strategy, train_batches, validation, config, output_dir):
     """`model.fit`, one epoch at a time, resumable at any step (see
     `resume.py`), with TensorBoard logs and a stop on NaN; returns the
     training time in seconds.
@@ -422,7 +502,7 @@ def fit(model, train_batches, validation, config, output_dir):
         Path(config.output_dir) / "checkpoints",
         writer=Path(output_dir) == Path(config.output_dir),
     )
-    with model.distribute_strategy.scope():  # the optimizer's variables are built here
+    with strategy.scope():  # the optimizer's variables are built here
         start = checkpoints.restore(model)
     if start.epoch >= config.epochs:
         print(f"Training is complete ({config.epochs} epochs); evaluating.")
@@ -597,6 +677,8 @@ class Recipe:
         `batching_parameters.txt`."""
         config = self.config
         base = Path(config.export_dir or output_dir / "serving")
+        if keras.backend.backend() != "tensorflow":
+            return export_with_tensorflow(output_dir, base, config)
         version = export_model(
             model,
             base,
@@ -630,14 +712,14 @@ class Recipe:
                 optimizer=make_optimizer(config, model.model_dim),
                 loss=loss,
                 metrics=metrics,
-                jit_compile=config.jit_compile,
+                jit_compile=config.jit_compile or keras.backend.backend() == "jax",
             )
         print(
             f"{self.model_name} ({config.model_preset}): {model.count_params():,} parameters, "
             f"{data_description}, strategy {config.strategy} "
             f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
         )
-        training_seconds = fit(model, train_batches, validation, config, output_dir)
+        training_seconds = fit(model, strategy, train_batches, validation, config, output_dir)
         results = {**self.evaluate(model), "training_seconds": round(training_seconds, 1)}
         print(f"(trained in {training_seconds:.0f} s)")
         write_json(output_dir / "evaluation.json", results)
@@ -650,6 +732,29 @@ class Recipe:
             f"TF Serving export: {export_path}\nattention map: {picture}"
         )
         return results
+
+
+class ExportFailed(RuntimeError):
+    """The export command, run for a model trained on another backend, failed."""
+
+
+def export_with_tensorflow(output_dir, base, config):
+    """A run trained on another backend (JAX) is exported from its saved
+    `model.keras` by `python -m keras_attention.export`, which runs on
+    TensorFlow; returns the version folder."""
+    command = [sys.executable, "-m", "keras_attention.export", str(output_dir), "--base", str(base)]
+    command += ["--name", config.export_name]
+    if config.export_version:
+        command += ["--version", str(config.export_version)]
+    if config.overwrite_export:
+        command.append("--overwrite")
+    print(f"Exporting with TensorFlow: {' '.join(command[1:])}", flush=True)
+    environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    environment.pop("XLA_FLAGS", None)  # the JAX run's device settings
+    result = subprocess.run(command, env=environment, capture_output=True, text=True)
+    if result.returncode:
+        raise ExportFailed(f"{' '.join(command[1:])} failed:\n{result.stderr[-3000:].strip()}")
+    return Path(result.stdout.strip().splitlines()[-1].split(" to ")[-1])
 
 
 def draw_self_attention(model, ids, vocabulary, output_dir, title):

@@ -22,6 +22,8 @@ attention map.
 
 import dataclasses
 
+import keras
+import numpy as np
 import sacrebleu
 import tensorflow as tf
 
@@ -113,18 +115,34 @@ def texts(pairs):
 
 
 def translate(model, source_tokenizer, target_tokenizer, sources, config):
-    """Python strings in, Python strings out, decoded in batches in a graph,
-    with the export's input steps (UTF-8 repair, tokenise, truncate)."""
+    """Python strings in, Python strings out, decoded in batches with the
+    export's input steps (UTF-8 repair, tokenise, truncate): on TensorFlow
+    all in one graph; on JAX, tokenised by TensorFlow and decoded under
+    `jax.jit` (ids padded to --max-length, so it compiles once)."""
     max_length = config.max_length
 
-    @tf.function(reduce_retracing=True)
-    def decode(batch):
-        ids = token_ids(source_tokenizer, batch, max_length)
+    def search(ids):
         if config.beam_size > 1:
             output, _ = decoding.beam_search(model, ids, max_length, beam_size=config.beam_size)
-        else:
-            output = decoding.greedy_search(model, ids, max_length)
-        return target_tokenizer.detokenize(output)
+            return output
+        return decoding.greedy_search(model, ids, max_length)
+
+    if keras.backend.backend() == "tensorflow":
+
+        @tf.function(reduce_retracing=True)
+        def decode(batch):
+            ids = token_ids(source_tokenizer, batch, max_length)
+            return target_tokenizer.detokenize(search(ids))
+
+    else:
+        import jax
+
+        compiled_search = jax.jit(search)
+
+        def decode(batch):
+            ids = token_ids(source_tokenizer, batch, max_length).numpy()
+            ids = np.pad(ids, [(0, 0), (0, max_length - ids.shape[1])])
+            return target_tokenizer.detokenize(np.asarray(compiled_search(ids)))
 
     outputs = []
     for start in range(0, len(sources), config.eval_batch_size):

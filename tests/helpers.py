@@ -11,6 +11,18 @@ def to_numpy(x):
     return ops.convert_to_numpy(x)
 
 
+def compiled(function, input_signature=None, jit_compile=False):
+    """`function` traced into one graph: `tf.function` (XLA when
+    `jit_compile`) on TensorFlow, `jax.jit` (always XLA) on JAX."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(function)
+    import tensorflow as tf
+
+    return tf.function(function, input_signature=input_signature, jit_compile=jit_compile)
+
+
 def first_output(outputs):
     return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 

@@ -37,6 +37,11 @@ def test_every_training_contender_ran(smoke):
         ours = [row for row in rows if row["contender"] == run.OURS]
         assert all(row["ours_speedup"] == 1 for row in ours)
         assert f"{kind} training step" in stdout
+    on_jax = results["encoder_training_step_jax"]
+    assert {row["contender"] for row in on_jax} == set(contenders.CONTENDERS)
+    assert all(row["backend"] == "jax" and row["xla"] for row in on_jax)
+    assert all(row["ms_per_step"] > 0 and row["jax_speedup"] > 0 for row in on_jax)
+    assert "encoder training step (2 layers) on the JAX backend" in stdout
 
 
 def test_self_attention_decoding_and_serving_ran(smoke):

@@ -3,7 +3,10 @@
 Every function takes the same batching arguments: `batch_size`,
 `max_length` (longer sequences are truncated, or with `strict=True` stop the
 pipeline with an error that says so), `shuffle_buffer` (0: no shuffling)
-with its `seed`, `drop_remainder`, and `pad_to_max_length` (one shape for
+with its `seed` (one order, the same every time the dataset is read: Keras
+on JAX reads a training set once to build the model and again to train,
+and a resumed run must see the batches the stopped one would have; a new
+order needs a new seed), `drop_remainder`, and `pad_to_max_length` (one shape for
 every batch, so XLA compiles the step once; otherwise batches group
 sequences of similar length and pad only to the longest).
 """
@@ -69,7 +72,7 @@ def _packed_windows(
     """`language_model_batches(pack=True)`: every window has the same
     length, so batches need neither buckets nor padding."""
     if shuffle_buffer:
-        texts = texts.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        texts = texts.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
 
     def encode(text):
         return tf.concat([[START_ID], tokenizer.tokenize(text), [END_ID]], axis=0)
@@ -104,7 +107,7 @@ def _batches(
 ):
     """Shuffles, encodes, batches and pads (see the module docstring)."""
     if shuffle_buffer:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
     dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if pad_to_max_length:
         shapes = tf.nest.map_structure(

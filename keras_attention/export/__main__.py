@@ -48,7 +48,12 @@ def main(argv=None):
     for needed in (model_path, run_dir / "config.json"):
         if not needed.is_file():
             raise SystemExit(f"error: {needed} not found: is {args.run} a finished run?")
-    version = export_run(model_path, run_dir, args.base, args.name, args.version, args.overwrite)
+    try:
+        version = export_run(
+            model_path, run_dir, args.base, args.name, args.version, args.overwrite
+        )
+    except FileExistsError as error:
+        raise SystemExit(f"error: {error}") from None
     print(f"exported {model_path} to {version}")
 
 

@@ -5,7 +5,7 @@ active backend (the suite runs on TensorFlow and on JAX)."""
 import keras
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import compiled, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
@@ -335,15 +335,10 @@ def test_compiled_blocks_equal_dense():
         def blocked(q, k, v, causal=causal):
             return chunked_attention(q, k, v, 4, causal=causal)
 
-        if keras.backend.backend() == "jax":
-            import jax
-
-            compiled = jax.jit(blocked)
-        else:
-            import tensorflow as tf
-
-            compiled = tf.function(blocked, jit_compile=True)
         expected = to_numpy(dense(query, key, value, causal=causal))
         np.testing.assert_allclose(
-            to_numpy(compiled(query, key, value)), expected, atol=1e-5, rtol=1e-5
+            to_numpy(compiled(blocked, jit_compile=True)(query, key, value)),
+            expected,
+            atol=1e-5,
+            rtol=1e-5,
         )

@@ -158,5 +158,5 @@ def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
         dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(8)
         return dataset.filter(lambda features, targets: True)
 
-    common.fit(model, batches, None, config, tmp_path)
+    common.fit(model, tf.distribute.get_strategy(), batches, None, config, tmp_path)
     assert int(model.optimizer.iterations.numpy()) == 2 * 5

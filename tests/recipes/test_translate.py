@@ -89,8 +89,8 @@ def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert (
-        "`--strategy` must be one of ('default', 'mirrored', 'multi_worker', 'tpu')"
-        in result.stderr
+        "`--strategy` must be one of ('default', 'mirrored', 'multi_worker', 'tpu', "
+        "'data_parallel')" in result.stderr
     )
     assert "Traceback" not in result.stderr
 

@@ -1,0 +1,146 @@
+"""The recipes under `KERAS_BACKEND=jax`: train with the same tf.data input,
+resume after a kill, train data-parallel with `keras.distribution` on two
+host devices, train in mixed precision, and end with an export, made by the
+export command on TensorFlow, that TF Serving's way of loading answers as
+the JAX model decoded.
+
+Every run is its own process (the backend is chosen at import); this test
+process runs on TensorFlow and reads what they wrote.
+"""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+from kill_helpers import (
+    NEWEST_BEFORE_KILL,
+    assert_resumed_as_reference,
+    epoch_losses,
+    finish,
+    flags,
+    kill_and_keep,
+    run,
+)
+
+STAND_IN = Path(__file__).parents[1] / "export" / "tf_serving_stand_in.py"
+JAX = {"KERAS_BACKEND": "jax"}
+TWO_HOST_DEVICES = {**JAX, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+BEAM = ("--beam-size", "2")
+
+
+@pytest.fixture(scope="module")
+def jax_runs(dates_data_dir, tmp_path_factory):
+    """An uninterrupted JAX run (beam search 2 in its evaluation and its
+    export) and the same run killed at `KILL_AT`, shared by the tests."""
+    folder = tmp_path_factory.mktemp("jax")
+    reference = finish(run(flags(dates_data_dir, folder / "reference", *BEAM), JAX))
+    assert reference[0] == 0, reference[2][-3000:]
+    killed_dir = folder / "killed"
+    killed = kill_and_keep(flags(dates_data_dir, killed_dir, *BEAM), killed_dir, JAX)
+    return folder, reference, killed
+
+
+def served_translations(export_path, sources):
+    """`serving_default`'s translations, from a fresh process that loads the
+    export as TF Serving does (TensorFlow and TF Text only)."""
+    folder = Path(export_path).parent
+    text = np.array([source.encode("utf-8") for source in sources], dtype=object)
+    spec = {str(export_path): [("serving_default", {"text": text})]}
+    (folder / "spec.pkl").write_bytes(pickle.dumps(spec))
+    subprocess.run(
+        [sys.executable, str(STAND_IN), "check", "spec.pkl", "result.pkl"],
+        cwd=folder,
+        check=True,
+        timeout=600,
+    )
+    result = pickle.loads((folder / "result.pkl").read_bytes())
+    assert "keras_attention" not in result["modules"]
+    return [t.decode("utf-8") for t in result[str(export_path)]["answers"][0]["translation"]]
+
+
+def test_a_jax_run_exports_what_tf_serving_answers_as_the_jax_model_did(jax_runs):
+    folder, (code, stdout, stderr), _ = jax_runs
+    run_dir = folder / "reference"
+    assert "strategy default (1 replicas)" in stdout
+    export_path = run_dir / "serving" / "translate" / "1"
+    assert f"Exporting with TensorFlow: -m keras_attention.export {run_dir}" in stdout
+    assert f"TF Serving export: {export_path}" in stdout
+    assert "/models/translate" in (run_dir / "serving" / "models.config").read_text()
+    assert json.loads((run_dir / "evaluation.json").read_text())["decoding"] == "beam 2"
+    # What the JAX model's beam search translated (`translate.translate`
+    # under jax.jit, in the run) against what the export answers.
+    rows = (run_dir / "test_translations.tsv").read_text().splitlines()[1:]
+    sources = [row.split("\t")[0] for row in rows]
+    jax_translations = [row.split("\t")[2] for row in rows]
+    assert len(sources) == 24 and any(jax_translations)
+    assert served_translations(export_path, sources) == jax_translations
+
+
+def test_a_killed_jax_run_resumes_at_the_same_step(jax_runs, dates_data_dir):
+    folder, reference, killed_stdout = jax_runs
+    output_dir = folder / "killed"
+    resumed = finish(run(flags(dates_data_dir, output_dir, *BEAM), JAX))
+    assert resumed[0] == 0, resumed[2][-3000:]
+    newest = output_dir / "checkpoints" / NEWEST_BEFORE_KILL
+    assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
+    assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir)
+
+
+def test_data_parallel_on_two_devices_trains_as_one(jax_runs, dates_data_dir):
+    """`--strategy data_parallel`: each step's batch of 32 split over two
+    devices, the gradients combined: the same training as one device, to
+    the rounding of the sums."""
+    folder, reference, _ = jax_runs
+    output_dir = folder / "data_parallel"
+    extra = (*BEAM, "--strategy", "data_parallel")
+    code, stdout, stderr = finish(run(flags(dates_data_dir, output_dir, *extra), TWO_HOST_DEVICES))
+    assert code == 0, stderr[-3000:]
+    assert "strategy data_parallel (2 replicas)" in stdout
+    losses = [float(loss) for loss in epoch_losses(stdout)]
+    expected = [float(loss) for loss in epoch_losses(reference[1])]
+    assert len(losses) == 3
+    assert losses == pytest.approx(expected, abs=2e-3)
+    assert (output_dir / "serving" / "translate" / "1" / "saved_model.pb").is_file()
+
+
+def test_mixed_precision_on_jax(dates_data_dir, tmp_path):
+    output_dir = tmp_path / "run"
+    extra = ("--epochs", "1", "--precision", "mixed_float16")
+    code, stdout, stderr = finish(run(flags(dates_data_dir, output_dir, *extra), JAX))
+    assert code == 0, stderr[-3000:]
+    assert "precision mixed_float16" in stdout
+    assert all(loss != "nan" for loss in epoch_losses(stdout))
+    model = keras.saving.load_model(output_dir / "model.keras", compile=False)
+    for name in ("encoder", "decoder", "logits"):  # float16 compute, float32 weights
+        assert model.get_layer(name).dtype_policy.name == "mixed_float16"
+    assert all(weight.dtype == "float32" for weight in model.trainable_weights)
+    assert (output_dir / "serving" / "translate" / "1" / "saved_model.pb").is_file()
+
+
+def recipe_error(arguments, env):
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_attention.recipes.translate", *arguments],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
+    assert "Traceback" not in result.stderr
+    return result.returncode, result.stderr
+
+
+def test_tensorflow_strategies_and_uneven_batches_are_refused_on_jax(tmp_path):
+    code, stderr = recipe_error(["--strategy", "mirrored", "--output-dir", str(tmp_path)], JAX)
+    assert code == 2
+    assert "--strategy mirrored is not for KERAS_BACKEND=jax; choose default or data_parallel" in (
+        stderr
+    )
+    arguments = ["--strategy", "data_parallel", "--batch-size", "33", "--output-dir", str(tmp_path)]
+    code, stderr = recipe_error(arguments, TWO_HOST_DEVICES)
+    assert code == 1
+    assert "--batch-size 33 does not split evenly over the 2 devices of --strategy" in stderr
