@@ -18,7 +18,7 @@ import keras
 import numpy as np
 
 from benchmarks import contenders, measure
-from benchmarks.run import OURS, encoder_flops, training_model
+from benchmarks.run import OURS, encoder_flops, training_model, training_row
 
 
 def encoder_rows(sizes, dropouts, repeats):
@@ -37,19 +37,9 @@ def encoder_rows(sizes, dropouts, repeats):
             steps[contender] = lambda model=model: model.train_on_batch(x, y)
         seconds = measure.race(steps, repeats)
         for contender, time in seconds.items():
-            rows.append(
-                {
-                    "backend": keras.backend.backend(),
-                    "block": "encoder",
-                    "dropout": dropout,
-                    "xla": True,
-                    "contender": contender,
-                    "ms_per_step": 1000 * time,
-                    "tokens_per_s": sizes["batch_size"] * sizes["length"] / time,
-                    "gflops": flops / time / 1e9,
-                    "ours_speedup": time / seconds[OURS],
-                }
-            )
+            row = training_row("encoder", contender, dropout, True, sizes, flops, time)
+            row["ours_speedup"] = time / seconds[OURS]
+            rows.append({"backend": keras.backend.backend(), **row})
     return rows
 
 

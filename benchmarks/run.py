@@ -2,6 +2,7 @@
 
     python -m benchmarks.run                  # the full run (about 7 minutes on 2 cores)
     python -m benchmarks.run --smoke          # tiny sizes (about a minute): checks it all runs
+    python -m benchmarks.run --encoder-only   # section 2 alone, TensorFlow and JAX
 
 Prints one table per section and writes every figure to a JSON file
 (`--json`, default `benchmarks/results.json`). Sections:
@@ -130,23 +131,32 @@ def training_step(kind, sizes, dropouts, repeats, matmul_size):
         for (contender, jit_compile), time in seconds.items():
             if contender == "matmul":
                 continue
+            row = training_row(kind, contender, dropout, jit_compile, sizes, flops, time)
+            row["ours_speedup"] = time / seconds[OURS, jit_compile]
             rows.append(
                 {
-                    "block": kind,
-                    "dropout": dropout,
-                    "xla": jit_compile,
-                    "contender": contender,
-                    "ms_per_step": 1000 * time,
-                    "tokens_per_s": sizes["batch_size"] * sizes["length"] / time,
-                    "gflops": flops / time / 1e9,
+                    **row,
                     "matmul_peak_gflops": peak,
                     "xla_matmul_gflops": xla_peak,
-                    "share_of_peak": flops / time / 1e9 / peak,
-                    # > 1: ours is faster than this contender (same dropout and XLA).
-                    "ours_speedup": time / seconds[OURS, jit_compile],
+                    "share_of_peak": row["gflops"] / peak,
                 }
             )
     return rows
+
+
+def training_row(kind, contender, dropout, jit_compile, sizes, flops, seconds):
+    """One contender's training step in a table of rows; `ours_speedup`
+    (> 1: ours is faster than this contender at the same dropout and XLA
+    setting) is the caller's to add."""
+    return {
+        "block": kind,
+        "dropout": dropout,
+        "xla": jit_compile,
+        "contender": contender,
+        "ms_per_step": 1000 * seconds,
+        "tokens_per_s": sizes["batch_size"] * sizes["length"] / seconds,
+        "gflops": flops / seconds / 1e9,
+    }
 
 
 def encoder_step_on_jax(sizes, dropouts, repeats, tensorflow_rows):
@@ -290,6 +300,11 @@ def main(argv=None):
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: about a minute")
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per figure")
     parser.add_argument("--json", default="benchmarks/results.json", help="where to write")
+    parser.add_argument(
+        "--encoder-only",
+        action="store_true",
+        help="only the encoder training step, on TensorFlow and on JAX (a few minutes)",
+    )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     repeats = 2 if args.smoke else args.repeats
@@ -302,7 +317,7 @@ def main(argv=None):
 
     # The smoke run's code paths are the same at any rate.
     dropouts = DROPOUTS[-1:] if args.smoke else DROPOUTS
-    for kind in ("encoder", "decoder"):
+    for kind in ("encoder",) if args.encoder_only else ("encoder", "decoder"):
         rows = training_step(kind, sizes, dropouts, repeats, matmul_size)
         results[f"{kind}_training_step"] = rows
         print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
@@ -312,6 +327,8 @@ def main(argv=None):
             print_table(
                 f"encoder training step ({NUM_LAYERS} layers) on the JAX backend", rows, JAX_COLUMNS
             )
+    if args.encoder_only:
+        return write_results(results, args.json)
 
     if args.smoke:
         rows = self_attention.run(
@@ -363,9 +380,13 @@ def main(argv=None):
     results["generation"] = rows
     print_table("greedy generation, ours against KerasHub GPT2CausalLM", rows, generation.COLUMNS)
 
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.json, results)
-    print(f"\nwrote {args.json}")
+    write_results(results, args.json)
+
+
+def write_results(results, path):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, results)
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from keras_attention.utils import (
     check_positive_int,
     hash_uint32,
     uint32,
+    uniform_from_bits,
 )
 
 
@@ -176,10 +177,8 @@ def gumbel_noise(seeds, position, vocabulary_size):
     tokens = ops.cast(ops.arange(vocabulary_size), "uint32")
     row = hash_uint32(ops.bitwise_xor(ops.cast(seeds, "uint32"), uint32(0x9E3779B9)))
     row = hash_uint32(ops.bitwise_xor(row, ops.cast(position, "uint32")))  # [B]
-    bits = hash_uint32(ops.bitwise_xor(row[:, None], tokens[None, :]))  # [B, V]
-    # The top 24 bits, centred in their interval: uniform in (0, 1), never 0 or 1.
-    uniform = (ops.cast(ops.right_shift(bits, uint32(8)), "float32") + 0.5) / float(1 << 24)
-    return -ops.log(-ops.log(uniform))
+    uniform = uniform_from_bits(hash_uint32(ops.bitwise_xor(row[:, None], tokens[None, :])))
+    return -ops.log(-ops.log(uniform))  # [B, V]
 
 
 def _sequence_seeds(seed, batch_size):

@@ -86,5 +86,11 @@ def hash_uint32(x):
     return ops.bitwise_xor(ops.right_shift(x, uint32(16)), x)
 
 
+def uniform_from_bits(bits):
+    """uint32 bits (of `hash_uint32`) -> float32 uniform in (0, 1): the top 24
+    bits (all a float32 holds), centred in their interval, so never 0 or 1."""
+    return (ops.cast(ops.right_shift(bits, uint32(8)), "float32") + 0.5) / float(1 << 24)
+
+
 def uint32(value):
     return ops.convert_to_tensor(np.uint32(value))

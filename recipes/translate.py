@@ -137,12 +137,18 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config):
     else:
         import jax
 
-        compiled_search = jax.jit(search)
+        # The weights are arguments, not constants folded into the program.
+        @jax.jit
+        def search_with(weights, ids):
+            mapping = list(zip(model.variables, weights, strict=True))
+            with keras.StatelessScope(state_mapping=mapping):
+                return search(ids)
 
         def decode(batch):
             ids = token_ids(source_tokenizer, batch, max_length).numpy()
             ids = np.pad(ids, [(0, 0), (0, max_length - ids.shape[1])])
-            return target_tokenizer.detokenize(np.asarray(compiled_search(ids)))
+            output = search_with([variable.value for variable in model.variables], ids)
+            return target_tokenizer.detokenize(np.asarray(output))
 
     outputs = []
     for start in range(0, len(sources), config.eval_batch_size):

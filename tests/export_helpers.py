@@ -1,6 +1,9 @@
 """What the export tests share: the task, the inputs, the requests sent to
 the stand-in for TF Serving, and decoding the Python way."""
 
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +13,22 @@ from keras_attention import decoding, export
 from keras_attention.data.tokenizers import START_ID
 
 STAND_IN = Path(__file__).parent / "export" / "tf_serving_stand_in.py"
+
+
+def ask_a_fresh_process(spec, folder):
+    """The stand-in for TF Serving's answers to `spec` ({export path:
+    [(signature, inputs), ...]}), from a fresh process that imports only
+    TensorFlow and TF Text; its files are written in `folder`."""
+    (folder / "spec.pkl").write_bytes(pickle.dumps(spec))
+    subprocess.run(
+        [sys.executable, str(STAND_IN), "check", "spec.pkl", "result.pkl"],
+        cwd=folder,
+        check=True,
+        timeout=600,
+    )
+    return pickle.loads((folder / "result.pkl").read_bytes())
+
+
 MAX_LENGTH = 10
 BEAM_SIZE = 2  # the translator's default beam size
 TEXTS = ["1234", "98765", "5", "314159"]

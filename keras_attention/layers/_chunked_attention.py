@@ -29,7 +29,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attention.utils import NEG_INF, hash_uint32, uint32
+from keras_attention.utils import NEG_INF, hash_uint32, uniform_from_bits
 
 
 def chunked_attention(
@@ -124,8 +124,7 @@ def chunked_attention(
         key_positions = ops.cast(key_block * chunk_size + ops.arange(chunk_size), "uint32")
         query_keys = hash_uint32(ops.bitwise_xor(row_keys[:, None], query_positions[None, :]))
         bits = hash_uint32(ops.bitwise_xor(query_keys[:, :, None], key_positions[None, None, :]))
-        uniform = ops.cast(ops.right_shift(bits, uint32(8)), "float32") / float(1 << 24)
-        kept = ops.cast(uniform < keep, "float32") / keep
+        kept = ops.cast(uniform_from_bits(bits) < keep, "float32") / keep
         return ops.reshape(kept, (batch_size, num_heads, chunk_size, chunk_size))
 
     def key_range(query_block):

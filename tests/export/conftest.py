@@ -1,15 +1,18 @@
 """Small models (one trained), exported once for every export test, and
 their answers from a fresh process that imports only TensorFlow and TF Text."""
 
-import pickle
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import keras
 import pytest
 import tensorflow as tf
-from export_helpers import BEAM_SIZE, MAX_LENGTH, STAND_IN, requests, reversal_pairs
+from export_helpers import (
+    BEAM_SIZE,
+    MAX_LENGTH,
+    ask_a_fresh_process,
+    requests,
+    reversal_pairs,
+)
 
 from keras_attention import export
 from keras_attention.data.pipeline import translation_batches
@@ -82,11 +85,4 @@ def served(exports, tmp_path_factory):
     process; returns (the requests, the answers)."""
     folder = tmp_path_factory.mktemp("fresh_process")
     spec = requests(exports)
-    (folder / "spec.pkl").write_bytes(pickle.dumps(spec))
-    subprocess.run(
-        [sys.executable, str(STAND_IN), "check", "spec.pkl", "result.pkl"],
-        cwd=folder,
-        check=True,
-        timeout=600,
-    )
-    return spec, pickle.loads((folder / "result.pkl").read_bytes())
+    return spec, ask_a_fresh_process(spec, folder)

@@ -10,7 +10,6 @@ process runs on TensorFlow and reads what they wrote.
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from export_helpers import ask_a_fresh_process
 from kill_helpers import (
     NEWEST_BEFORE_KILL,
     assert_resumed_as_reference,
@@ -27,8 +27,8 @@ from kill_helpers import (
     kill_and_keep,
     run,
 )
+from recipe_helpers import tiny_flags
 
-STAND_IN = Path(__file__).parents[1] / "export" / "tf_serving_stand_in.py"
 JAX = {"KERAS_BACKEND": "jax"}
 TWO_HOST_DEVICES = {**JAX, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 BEAM = ("--beam-size", "2")
@@ -49,17 +49,9 @@ def jax_runs(dates_data_dir, tmp_path_factory):
 def served_translations(export_path, sources):
     """`serving_default`'s translations, from a fresh process that loads the
     export as TF Serving does (TensorFlow and TF Text only)."""
-    folder = Path(export_path).parent
     text = np.array([source.encode("utf-8") for source in sources], dtype=object)
     spec = {str(export_path): [("serving_default", {"text": text})]}
-    (folder / "spec.pkl").write_bytes(pickle.dumps(spec))
-    subprocess.run(
-        [sys.executable, str(STAND_IN), "check", "spec.pkl", "result.pkl"],
-        cwd=folder,
-        check=True,
-        timeout=600,
-    )
-    result = pickle.loads((folder / "result.pkl").read_bytes())
+    result = ask_a_fresh_process(spec, Path(export_path).parent)
     assert "keras_attention" not in result["modules"]
     return [t.decode("utf-8") for t in result[str(export_path)]["answers"][0]["translation"]]
 
@@ -144,3 +136,31 @@ def test_tensorflow_strategies_and_uneven_batches_are_refused_on_jax(tmp_path):
     code, stderr = recipe_error(arguments, TWO_HOST_DEVICES)
     assert code == 1
     assert "--batch-size 33 does not split evenly over the 2 devices of --strategy" in stderr
+
+
+@pytest.mark.parametrize(
+    "recipe, text_input, output",
+    [("classify", "text", "label"), ("language_model", "prompt", "completion")],
+)
+def test_the_other_recipes_train_and_export_on_jax(
+    recipe, text_input, output, dates_data_dir, tmp_path
+):
+    """Classifier and language model: the same flags, trained on JAX, the
+    export made on TensorFlow and answered in a fresh process."""
+    output_dir = tmp_path / "run"
+    flags = tiny_flags(dates_data_dir, output_dir, "--train-examples", "128")
+    result = subprocess.run(
+        [sys.executable, "-m", f"keras_attention.recipes.{recipe}", *flags],
+        env={**os.environ, **JAX},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Exporting with TensorFlow" in result.stdout
+    assert json.loads((output_dir / "evaluation.json").read_text())
+    export_path = output_dir / "serving" / recipe / "1"  # the recipe's --export-name
+    texts = {text_input: np.array([b"lundi 4 avril 1977"], dtype=object)}
+    spec = {str(export_path): [("serving_default", texts)]}
+    answer = ask_a_fresh_process(spec, tmp_path)[str(export_path)]["answers"][0]
+    assert answer[output].shape == (1,) and answer[output][0]
