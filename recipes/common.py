@@ -38,7 +38,7 @@ BACKEND_STRATEGIES = {
     "tensorflow": ("default", "mirrored", "multi_worker", "tpu"),
     "jax": ("default", "data_parallel"),
 }
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data_parallel")
+STRATEGIES = tuple(dict.fromkeys(name for names in BACKEND_STRATEGIES.values() for name in names))
 SCHEDULES = ("constant", "warmup")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -449,6 +449,12 @@ def make_optimizer(config, model_dim):
     )
 
 
+def compiles_step(config):
+    """Whether the train step is compiled by XLA: with --jit-compile, and
+    always on JAX (`jax.jit`)."""
+    return config.jit_compile or keras.backend.backend() == "jax"
+
+
 def batching(config, train_examples=0, epoch=0):
     """The batching arguments of `keras_attention.data.pipeline` for this run.
 
@@ -461,8 +467,7 @@ def batching(config, train_examples=0, epoch=0):
     arguments = dict(
         batch_size=config.batch_size,
         max_length=config.max_length,
-        # One shape, so XLA (and jax.jit) compiles the step once.
-        pad_to_max_length=config.jit_compile or keras.backend.backend() == "jax",
+        pad_to_max_length=compiles_step(config),  # one shape: the step compiles once
     )
     if train_examples:
         arguments.update(
@@ -712,7 +717,7 @@ class Recipe:
                 optimizer=make_optimizer(config, model.model_dim),
                 loss=loss,
                 metrics=metrics,
-                jit_compile=config.jit_compile or keras.backend.backend() == "jax",
+                jit_compile=compiles_step(config),
             )
         print(
             f"{self.model_name} ({config.model_preset}): {model.count_params():,} parameters, "
