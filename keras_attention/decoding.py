@@ -214,109 +214,164 @@ def beam_search(
     end_id=END_ID,
     use_cache=True,
 ):
-    """Keeps the `beam_size` best partial sequences at every step.
+    """Extends the `beam_size` best unfinished sequences at every step, and
+    keeps the best finished ones aside until none of the unfinished can
+    beat them.
 
     Sequences are ranked by log-probability divided by the length penalty of
-    Wu et al. 2016, `lp(Y) = ((5 + |Y|) / 6) ** length_penalty`; a finished
-    sequence keeps its score while the others grow. The search stops when
-    every beam of every batch item has ended.
+    Wu et al. 2016, `lp(Y) = ((5 + |Y|) / 6) ** length_penalty`, where
+    `|Y|` counts the generated tokens, the end token included. At each step
+    the `2 * beam_size` best extensions are scored: those that end (the end
+    token, or the row's last allowed position) join the finished
+    hypotheses, which keep their `beam_size` best; the best `beam_size`
+    others stay live. A finished hypothesis is never pushed out by a live
+    one that looks better for a step and ends worse. A row is done when no
+    live hypothesis can reach its best finished score (log-probabilities
+    only fall, so the bound is a live one's score under the most favourable
+    length penalty still possible), or at its `max_length`.
 
     Args:
         model, inputs, max_length, start_id, end_id, use_cache: as in
             `greedy_search`.
-        beam_size: int, the number of beams. 1 gives greedy search. In a TF
-            graph also a scalar int32 tensor.
+        beam_size: int, the number of live beams. 1 is greedy search (as
+            in CTranslate2 and OpenNMT). In a TF graph also a scalar int32
+            tensor.
         length_penalty: float alpha; 0 ranks by raw log-probability.
 
     Returns:
-        `(ids, scores)`: the best sequence of each batch item, shaped as in
-        `greedy_search`, and its length-normalised log-probability `[B]`.
+        `(ids, scores)`: the best finished sequence of each batch item,
+        shaped as in `greedy_search`, and its length-normalised
+        log-probability `[B]`.
     """
     _check_positive_int("beam_size", beam_size)
+
+    def greedy():
+        return _decode(
+            model,
+            inputs,
+            max_length,
+            start_id,
+            end_id,
+            use_cache,
+            choose=lambda logits, position: ops.argmax(logits, axis=-1),
+            length_penalty=length_penalty,
+        )
+
+    def beams():
+        return _beam_search(
+            model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache
+        )
+
+    if not ops.is_tensor(beam_size):
+        return greedy() if beam_size == 1 else beams()
+    return ops.cond(beam_size == 1, greedy, beams)
+
+
+def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache):
     room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     K = beam_size
     total_length = prompt_width + room
+    row_start = ops.arange(batch_size)[:, None]  # [B, 1]
 
     # Every batch item becomes K rows: [B * K, ...], beams of an item adjacent.
-    def beams(x):
-        return ops.repeat(x, K, axis=0)
-
-    state = model.decoding_start(beams(inputs), total_length, use_cache=use_cache)
-    tokens = ops.pad(beams(prompt), [[0, 0], [0, room]])  # [B*K, L]
-    prompt_length = ops.reshape(beams(_lengths(prompt)), (batch_size, K))  # [B, K]
-    end_length = prompt_length + (row_limit if _is_scalar(row_limit) else row_limit[:, None])
+    state = model.decoding_start(ops.repeat(inputs, K, axis=0), total_length, use_cache=use_cache)
+    live_tokens = ops.pad(ops.repeat(prompt, K, axis=0), [[0, 0], [0, room]])  # [B*K, L]
+    prompt_length = _lengths(prompt)[:, None]  # [B, 1]
+    row_limit = row_limit if _is_scalar(row_limit) else row_limit[:, None]
+    end_length = prompt_length + row_limit  # [B, 1]: positions before it may be written
     # Only the first beam is live at the start, so the K beams differ.
     first_beam = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)  # [K]
-    log_probs = ops.zeros((batch_size, K)) + first_beam[None, :]
-    finished = ops.zeros((batch_size, K), "bool")
-    lengths = ops.zeros((batch_size, K), "int32")  # generated tokens per beam
+    live_log_probs = ops.zeros((batch_size, K)) + first_beam[None, :]
+    finished_tokens = ops.zeros((batch_size, K, total_length), "int32")
+    finished_scores = ops.full((batch_size, K), NEG_INF)
 
     def penalty(length):
-        return ((5.0 + ops.cast(length, "float32")) / 6.0) ** length_penalty
+        return _length_penalty(length, length_penalty)
 
-    def step(index, tokens, log_probs, finished, lengths, state):
-        logits, state = model.decoding_step(tokens, index, state)
+    def step(index, live_tokens, live_log_probs, finished_tokens, finished_scores, state):
+        logits, state = model.decoding_step(live_tokens, index, state)
         vocabulary_size = ops.shape(logits)[-1]
         step_log_probs = ops.reshape(
             ops.log_softmax(_no_padding(logits)), (batch_size, K, vocabulary_size)
         )
         position = index + 1
-        forced = position < prompt_length  # [B, K]: still inside the prompt
-        frozen = finished | (position >= end_length)
+        forced = position < prompt_length  # [B, 1]: still inside the prompt
+        full = position >= end_length  # [B, 1]: no room left (a limit of 0)
         vocabulary = ops.arange(vocabulary_size)
-        prompt_token = ops.reshape(ops.take(tokens, position, axis=1), (batch_size, K, 1))
-        # A frozen beam can only add padding, for free; a prompt position only
+        prompt_token = ops.reshape(ops.take(live_tokens, position, axis=1), (batch_size, K, 1))
+        # A full row can only add padding, for free; a prompt position only
         # its prompt token, for free.
         only_padding = ops.where(vocabulary == PAD_ID, 0.0, NEG_INF)
         only_prompt = ops.where(vocabulary == prompt_token, 0.0, NEG_INF)
-        step_log_probs = ops.where(frozen[..., None], only_padding, step_log_probs)
+        step_log_probs = ops.where(full[..., None], only_padding, step_log_probs)
         step_log_probs = ops.where(forced[..., None], only_prompt, step_log_probs)
-
-        candidates = log_probs[..., None] + step_log_probs  # [B, K, V]
-        new_lengths = ops.where(frozen | forced, lengths, lengths + 1)
-        ranked = candidates / penalty(new_lengths)[..., None]
-        _, best = ops.top_k(ops.reshape(ranked, (batch_size, K * vocabulary_size)), K)
-        beam, token = best // vocabulary_size, best % vocabulary_size  # [B, K]
-
-        def follow(x):  # per-beam values of the beams that were kept
-            return ops.take_along_axis(x, beam, axis=1)
-
-        log_probs = ops.take_along_axis(
-            ops.reshape(candidates, (batch_size, K * vocabulary_size)), best, axis=1
+        candidates = ops.reshape(
+            live_log_probs[..., None] + step_log_probs, (batch_size, K * vocabulary_size)
         )
-        finished = follow(frozen) | ((token == end_id) & ~follow(forced))
-        lengths = follow(new_lengths)
-        rows = ops.reshape(beam + ops.arange(batch_size)[:, None] * K, (-1,))  # [B*K]
-        tokens = ops.take(tokens, rows, axis=0)
+
+        # The 2K best extensions: at most K of them end with the end token,
+        # so at least K stay live.
+        log_probs, best = ops.top_k(candidates, 2 * K)  # [B, 2K]
+        beam, token = best // vocabulary_size, best % vocabulary_size
+        rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
         tokens = ops.slice_update(
-            tokens, (0, position), ops.cast(ops.reshape(token, (-1, 1)), tokens.dtype)
+            ops.take(live_tokens, rows, axis=0),
+            (0, position),
+            ops.cast(ops.reshape(token, (-1, 1)), live_tokens.dtype),
+        )  # [B*2K, L]
+        ends = (position + 1 >= end_length) | full | ((token == end_id) & ~forced)  # [B, 2K]
+
+        # Finished: the K best of those kept so far and those ending now.
+        length = ops.minimum(position + 1, end_length) - prompt_length  # [B, 1]
+        ending_scores = ops.where(ends, log_probs / penalty(length), NEG_INF)
+        finished_scores, kept = ops.top_k(
+            ops.concatenate([finished_scores, ending_scores], axis=1), K
+        )  # [B, K], indices into [B, 3K]; ties keep the older
+        every_finished = ops.concatenate(
+            [finished_tokens, ops.reshape(tokens, (batch_size, 2 * K, -1))], axis=1
         )
-        state = tree.map_structure(lambda x: ops.take(x, rows, axis=0), state)
-        return index + 1, tokens, log_probs, finished, lengths, state
+        finished_tokens = ops.take_along_axis(every_finished, kept[..., None], axis=1)
 
-    def not_done(index, tokens, log_probs, finished, lengths, state):
-        frozen = finished | (index + 1 >= end_length)
-        return (index < total_length - 1) & ~ops.all(frozen)
+        # Live: the K best of those that did not end.
+        live_log_probs, alive = ops.top_k(ops.where(ends, NEG_INF, log_probs), K)  # [B, K]
+        live_tokens = ops.take(tokens, ops.reshape(alive + row_start * 2 * K, (-1,)), axis=0)
+        source_rows = ops.reshape(ops.take_along_axis(beam, alive, axis=1) + row_start * K, (-1,))
+        state = tree.map_structure(lambda x: ops.take(x, source_rows, axis=0), state)
+        return index + 1, live_tokens, live_log_probs, finished_tokens, finished_scores, state
 
-    _, tokens, log_probs, _, lengths, _ = ops.while_loop(
-        not_done, step, (0, tokens, log_probs, finished, lengths, state)
+    def not_done(index, live_tokens, live_log_probs, finished_tokens, finished_scores, state):
+        position = index + 1
+        # A live hypothesis ends with between `shortest` and the row's limit
+        # of generated tokens, and its log-probability can only fall: the
+        # best it can score is its log-probability over the largest penalty.
+        shortest = ops.maximum(position - prompt_length + 1, 1)
+        largest_penalty = ops.maximum(penalty(shortest), penalty(end_length - prompt_length))
+        best_live = ops.max(live_log_probs, axis=1, keepdims=True) / largest_penalty
+        done = (finished_scores[:, :1] >= best_live) | (position >= end_length)
+        return (index < total_length - 1) & ~ops.all(done)
+
+    _, _, _, finished_tokens, finished_scores, _ = ops.while_loop(
+        not_done,
+        step,
+        (0, live_tokens, live_log_probs, finished_tokens, finished_scores, state),
     )
-    scores = log_probs / penalty(lengths)  # [B, K]
-    best = ops.argmax(scores, axis=-1)  # [B]
-    rows = best + ops.arange(batch_size) * K
-    tokens = ops.take(tokens, rows, axis=0)
-    best_scores = ops.take_along_axis(scores, best[:, None], axis=1)[:, 0]
-    return _strip_start(tokens, is_lm), best_scores
+    return _strip_start(finished_tokens[:, 0], is_lm), finished_scores[:, 0]
+
+
+def _length_penalty(length, alpha):
+    """Wu et al. 2016: `((5 + length) / 6) ** alpha`."""
+    return ((5.0 + ops.cast(length, "float32")) / 6.0) ** alpha
 
 
 # --- Shared by greedy search and sampling ---
 
 
-def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
+def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, length_penalty=None):
     """The one-best loop: `choose(logits [B, V], position) -> ids [B]` picks
-    the token at each position."""
+    the token at each position. With a `length_penalty` it also returns each
+    sequence's log-probability over that penalty `[B]`, as beam search does."""
     room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
@@ -326,26 +381,38 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose):
     prompt_length = _lengths(prompt)  # [B]
     end_length = prompt_length + row_limit  # [B]
     finished = ops.zeros((batch_size,), "bool")
+    log_prob = ops.zeros((batch_size,))  # of the generated tokens, when scored
 
-    def step(index, tokens, finished, state):
+    def step(index, tokens, finished, log_prob, state):
         logits, state = model.decoding_step(tokens, index, state)
+        logits = _no_padding(logits)
         position = index + 1
         forced = position < prompt_length
         frozen = finished | (position >= end_length)
-        chosen = ops.cast(choose(_no_padding(logits), position), tokens.dtype)
+        chosen = ops.cast(choose(logits, position), tokens.dtype)
         token = ops.where(
             forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
         )
+        if length_penalty is not None:
+            token_log_prob = ops.take_along_axis(
+                ops.log_softmax(logits), ops.cast(token[:, None], "int32"), axis=1
+            )[:, 0]
+            log_prob = log_prob + ops.where(forced | frozen, 0.0, token_log_prob)
         finished = frozen | ((token == end_id) & ~forced)
         tokens = ops.slice_update(tokens, (0, position), token[:, None])
-        return index + 1, tokens, finished, state
+        return index + 1, tokens, finished, log_prob, state
 
-    def not_done(index, tokens, finished, state):
+    def not_done(index, tokens, finished, log_prob, state):
         frozen = finished | (index + 1 >= end_length)
         return (index < total_length - 1) & ~ops.all(frozen)
 
-    _, tokens, _, _ = ops.while_loop(not_done, step, (0, tokens, finished, state))
-    return _strip_start(tokens, is_lm)
+    _, tokens, _, log_prob, _ = ops.while_loop(
+        not_done, step, (0, tokens, finished, log_prob, state)
+    )
+    if length_penalty is None:
+        return _strip_start(tokens, is_lm)
+    generated = _lengths(tokens) - prompt_length
+    return _strip_start(tokens, is_lm), log_prob / _length_penalty(generated, length_penalty)
 
 
 def _prompt(model, inputs, start_id):

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import compiled, to_numpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from keras import ops
 
 from keras_attention import decoding
@@ -53,6 +55,17 @@ def test_greedy_with_the_cache_equals_greedy_without(name):
     np.testing.assert_array_equal(cached, uncached)
     expected_width = MAX_LENGTH + (PROMPT.shape[1] if name == "lm" else 0)
     assert cached.shape == (3, expected_width)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_beam_with_the_cache_equals_beam_without(name):
+    model, inputs = make_model(name), inputs_for(name)
+    cached, cached_scores = decoding.beam_search(model, inputs, MAX_LENGTH, beam_size=3)
+    uncached, uncached_scores = decoding.beam_search(
+        model, inputs, MAX_LENGTH, beam_size=3, use_cache=False
+    )
+    np.testing.assert_array_equal(to_numpy(cached), to_numpy(uncached))
+    np.testing.assert_allclose(to_numpy(cached_scores), to_numpy(uncached_scores), atol=1e-5)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -197,6 +210,60 @@ def test_beam_search_finds_the_best_sequence(alpha, seed):
     expected, expected_score = exhaustive_best(table, max_length, alpha)
     tokens = [t for t in to_numpy(tokens)[0] if t != 0]
     assert tokens == expected
+    np.testing.assert_allclose(to_numpy(score)[0], expected_score, rtol=1e-5)
+
+
+def early_end_table():
+    """After the start token (1), the end token (2) is likely (0.14), but
+    token 3 more so (0.85); after 3, tokens 5 (0.5) and 4 (0.45) keep the
+    prefix ahead of the finished "</s>" for one more step; after 4 or 5
+    every token is equally likely (0.2), so everything through 3 ends below
+    "</s>" alone (log 0.14 = -1.97 against about -2.47)."""
+    p = np.full((6, 6), 1e-9)
+    p[1, [2, 3]] = [0.14, 0.85]
+    p[1, [1, 4, 5]] = 0.01 / 3
+    p[3, [5, 4]] = [0.5, 0.45]
+    p[3, [1, 2, 3]] = 0.05 / 3
+    p[[2, 4, 5], 1:] = 0.2
+    return np.log(p).astype("float32")
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_finished_hypothesis_is_kept_when_live_ones_overtake_it_for_a_step(alpha):
+    """Two beams: step 1 finishes "</s>" (-1.97) beside the live 3 (-0.16);
+    step 2's two extensions of 3 both score above -1.97. A search that
+    kept finished hypotheses in the beam's slots lost "</s>" there and
+    returned 3 5 1 (-2.47); it must be kept aside and win."""
+    table = early_end_table()
+    tokens, score = decoding.beam_search(
+        MarkovModel(table), np.zeros((2, 1), "int32"), 3, beam_size=2, length_penalty=alpha
+    )
+    expected, expected_score = exhaustive_best(table, 3, alpha)
+    assert expected == [2]
+    np.testing.assert_array_equal(to_numpy(tokens), [[2, 0, 0]] * 2)
+    np.testing.assert_allclose(to_numpy(score), [expected_score] * 2, rtol=1e-6)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**16),
+    alpha=st.sampled_from([0.0, 0.6, 1.0, 2.0]),
+    max_length=st.integers(1, 4),
+    scale=st.sampled_from([0.5, 2.0, 4.0]),
+)
+def test_beam_search_with_a_length_penalty_finds_the_best_sequence(seed, alpha, max_length, scale):
+    """With as many beams as there are prefixes (3 generable tokens, up to 4
+    long: 27 live prefixes at most), beam search is exhaustive search."""
+    table = np.random.default_rng(seed).normal(scale=scale, size=(4, 4)).astype("float32")
+    tokens, score = decoding.beam_search(
+        MarkovModel(table),
+        np.zeros((1, 1), "int32"),
+        max_length,
+        beam_size=27,
+        length_penalty=alpha,
+    )
+    expected, expected_score = exhaustive_best(table, max_length, alpha)
+    assert [t for t in to_numpy(tokens)[0] if t != 0] == expected
     np.testing.assert_allclose(to_numpy(score)[0], expected_score, rtol=1e-5)
 
 
