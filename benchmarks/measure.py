@@ -39,11 +39,52 @@ def matmul(size, jit_compile=False):
     return (lambda: product().numpy()), 2 * size**3
 
 
-def peak_memory_mib(function, device="CPU:0"):
-    """Memory `function()` adds at its peak, in MiB: the peak of TensorFlow's
-    allocator during the call less what it held before (tensors only; on CPU
-    this needs oneDNN's allocator, TensorFlow's default on x86)."""
-    before = tf.config.experimental.get_memory_info(device)["current"]
-    tf.config.experimental.reset_memory_stats(device)
+# How `peak_memory` measured, as the rows record it.
+TF_ALLOCATOR = "tf_allocator"
+PEAK_RSS = "peak_rss"
+
+
+def peak_memory(function, device="CPU:0"):
+    """`(MiB, measure)`: the memory `function()` adds at its peak, and how it
+    was measured.
+
+    - `"tf_allocator"`: the peak of TensorFlow's allocator during the call
+      less what it held before: tensors only. On CPU this needs oneDNN's
+      allocator, which TensorFlow turns on by default on Intel CPUs and off
+      on AMD ones (`TF_ENABLE_ONEDNN_OPTS=1` turns it on there).
+    - `"peak_rss"`, where the allocator keeps no statistics: the process's
+      peak resident set during the call (Linux resets the peak through
+      `/proc/self/clear_refs`) less its resident set before. It counts
+      everything the call touches, not only tensors, and memory the C
+      allocator kept from earlier calls is reused unseen, so it is
+      comparable only within one run, and less sharply than the first.
+    - `(None, "not measured: ...")` where neither is available.
+    """
+    try:
+        before = tf.config.experimental.get_memory_info(device)["current"]
+        tf.config.experimental.reset_memory_stats(device)
+    except ValueError:  # "Allocator stats not available for device"
+        return _peak_rss_mib(function)
     function()
-    return (tf.config.experimental.get_memory_info(device)["peak"] - before) / 2**20
+    return (tf.config.experimental.get_memory_info(device)["peak"] - before) / 2**20, TF_ALLOCATOR
+
+
+def _peak_rss_mib(function):
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")  # resets the peak resident set (VmHWM) to the current
+        before = _status_kib("VmRSS")
+    except OSError as error:
+        function()
+        return None, f"not measured: no allocator statistics, and {error}"
+    function()
+    return (_status_kib("VmHWM") - before) / 1024, PEAK_RSS
+
+
+def _status_kib(field):
+    """A `kB` field of /proc/self/status."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")

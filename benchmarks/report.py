@@ -13,6 +13,10 @@ def table(headers, rows):
     return "\n".join(lines)
 
 
+def _mib(value):
+    return "not measured" if value is None else f"{value:.0f}"
+
+
 def training_table(rows):
     return table(
         ["dropout", "XLA", "contender", "ms/step", "tokens/s", "GFLOP/s", "of peak", "ours faster"],
@@ -79,14 +83,24 @@ def report(results):
         training_table(results["decoder_training_step"]),
         "#### Self-attention alone, forward + backward (B=1, d_model=256, 4 heads)",
         table(
-            ["T", "causal", "contender", "ms", "peak MiB", "chunked faster", "chunked/this memory"],
+            [
+                "T",
+                "causal",
+                "contender",
+                "ms",
+                "peak MiB",
+                "measured by",
+                "chunked faster",
+                "chunked/this memory",
+            ],
             [
                 [
                     str(row["length"]),
                     "yes" if row["causal"] else "",
                     row["contender"],
                     "not run" if row.get("skipped") else f"{row['ms']:.1f}",
-                    "" if row.get("skipped") else f"{row['peak_mib']:.0f}",
+                    "" if row.get("skipped") else _mib(row["peak_mib"]),
+                    row.get("memory_measure", ""),
                     "" if row.get("skipped") else f"{row['chunked_speedup']:.2f}x",
                     ""
                     if row.get("chunked_memory_ratio") is None

@@ -288,6 +288,7 @@ ATTENTION_COLUMNS = [
     ("contender", "contender", "s"),
     ("ms", "ms fwd+bwd", ".1f"),
     ("peak_mib", "peak MiB", ".0f"),
+    ("memory_measure", "measured by", "s"),
     ("ours_speedup", "ours dense faster", ".2f"),
     ("chunked_speedup", "chunked faster", ".2f"),
     ("chunked_memory_ratio", "chunked/this mem", ".3f"),

@@ -76,7 +76,9 @@ def run(
             steps[name] = forward_backward(layer, x)
         # The longest runs take many seconds a step: fewer repeats there.
         seconds = measure.race(steps, repeats if length <= 8192 else 1, warmup=1)
-        memory = {name: measure.peak_memory_mib(step) for name, step in steps.items()}
+        memory, how = {}, {}
+        for name, step in steps.items():
+            memory[name], how[name] = measure.peak_memory(step)
         for name in steps:
             row = {
                 "length": length,
@@ -86,16 +88,22 @@ def run(
                 "chunk_size": chunk_size if name == CHUNKED else None,
                 "ms": 1000 * seconds[name],
                 "peak_mib": memory[name],
+                "memory_measure": how[name],
                 "chunked_speedup": seconds[name] / seconds[CHUNKED],
-                "chunked_memory_ratio": memory[CHUNKED] / memory[name] if memory[name] else None,
+                "chunked_memory_ratio": _ratio(memory[CHUNKED], memory[name]),
             }
             if OURS in steps:
                 row["ours_speedup"] = seconds[name] / seconds[OURS]
-                row["ours_memory_ratio"] = memory[OURS] / memory[name] if memory[name] else None
+                row["ours_memory_ratio"] = _ratio(memory[OURS], memory[name])
             rows.append(row)
         for name in expected[len(names) :]:  # not run: "skipped", in the table too
             rows.append({"length": length, "causal": causal, "contender": name, "skipped": True})
     return rows
+
+
+def _ratio(memory, other):
+    """`memory / other`, or None when either was not measured or `other` is 0."""
+    return memory / other if memory is not None and other else None
 
 
 def plot(rows, path):
@@ -110,7 +118,7 @@ def plot(rows, path):
         measured = [
             (row["length"], row["peak_mib"])
             for row in rows
-            if row["contender"] == name and not row["causal"] and "peak_mib" in row
+            if row["contender"] == name and not row["causal"] and row.get("peak_mib") is not None
         ]
         if measured:
             axes.plot(*zip(*measured, strict=True), marker="o", label=label)

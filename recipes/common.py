@@ -179,6 +179,12 @@ class TrainingConfig:
                 f"--strategy {self.strategy} is not for KERAS_BACKEND={backend}; "
                 f"choose {' or '.join(BACKEND_STRATEGIES[backend])}"
             )
+        if backend == "tensorflow" and self.jit_compile and self.deterministic:
+            raise ValueError(
+                "--jit-compile and --deterministic do not combine on TensorFlow: Keras "
+                "turns XLA off while deterministic ops are on (XLA has no deterministic "
+                "kernel for every op). Drop one of the two."
+            )
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
                 "--model-overrides must be a JSON object of builder arguments; "
@@ -364,6 +370,21 @@ def shard_by_data(dataset):
     return dataset.with_options(options)
 
 
+def set_op_determinism(enabled):
+    """TensorFlow's deterministic ops on or off, as the run asks. Off too,
+    because the setting is global: a run started in the same process after
+    a `--deterministic` one (tests, notebooks) would otherwise stay
+    deterministic, and Keras would silently drop its `--jit-compile`."""
+    if enabled:
+        tf.config.experimental.enable_op_determinism()
+        return
+    # TensorFlow has no public switch back (2.21).
+    from tensorflow.python.framework import config as tf_config
+
+    if tf_config.is_op_determinism_enabled():
+        tf_config.disable_op_determinism()
+
+
 def start_run(config):
     """Seeds, precision and strategy (made before anything else touches
     TensorFlow's devices), the run's folder, and its resolved config.
@@ -372,8 +393,7 @@ def start_run(config):
     under `output_dir/.workerN/`, beside, not over, the chief's files.
     """
     keras.utils.set_random_seed(config.seed)
-    if config.deterministic:
-        tf.config.experimental.enable_op_determinism()
+    set_op_determinism(config.deterministic)
     set_precision(config.precision)
     strategy = make_strategy(config.strategy)
     if isinstance(strategy, JaxStrategy) and config.batch_size % strategy.num_replicas_in_sync:

@@ -5,10 +5,10 @@ import socket
 
 def tiny_flags(data_dir, output_dir, *extra, test_examples=24):
     """A recipe run small enough for a test: 256 training examples, one
-    epoch of batches of 32 (flags given in `extra` come later and win)."""
+    epoch of batches of 32 (flags given in `extra` come later and win).
+    `data_dir` None leaves the TFDS data folder to TFDS (TFDS_DATA_DIR)."""
     return [
-        "--data-dir",
-        str(data_dir),
+        *(["--data-dir", str(data_dir)] if data_dir is not None else []),
         "--output-dir",
         str(output_dir),
         "--train-examples",

@@ -2,13 +2,14 @@
 that every section ran, for every contender, and wrote sane figures."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from benchmarks import contenders, run
+from benchmarks import contenders, measure, run
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -16,11 +17,14 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     output = tmp_path_factory.mktemp("benchmarks") / "results.json"
+    # oneDNN off, as TensorFlow leaves it by default on AMD CPUs: there its
+    # allocator keeps no statistics, and the run must measure memory anyway.
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--smoke", "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
+        env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"},
     )
     assert result.returncode == 0, result.stderr[-5000:]
     return json.loads(output.read_text()), result.stdout
@@ -62,6 +66,7 @@ def test_self_attention_decoding_and_serving_ran(smoke):
     ]
     for row in results["self_attention"]:
         assert row.get("skipped") or (row["ms"] > 0 and row["peak_mib"] >= 0)
+        assert row.get("skipped") or row["memory_measure"] == measure.PEAK_RSS
     assert [row["output_tokens"] for row in results["greedy_decoding"]] == [4, 8]
     assert [row["batch_size"] for row in results["serving"]] == [1, 32]
     for serving in results["serving"]:
@@ -74,6 +79,34 @@ def test_self_attention_decoding_and_serving_ran(smoke):
         for name in ("ours", "ours_xla", "keras_hub", "keras_hub_xla"):
             assert row[f"{name}_tokens_per_s"] > 0
     assert "ours against KerasHub GPT2CausalLM" in stdout
+
+
+PEAK_OF_64_MIB = """
+import json, tensorflow as tf
+from benchmarks import measure
+step = tf.function(lambda: tf.reduce_sum(tf.random.uniform((16, 1024, 1024))))
+step()
+print(json.dumps(measure.peak_memory(lambda: step().numpy())))
+"""
+
+
+@pytest.mark.parametrize("onednn, expected", [("1", measure.TF_ALLOCATOR), ("0", measure.PEAK_RSS)])
+def test_peak_memory_is_measured_with_onednn_on_and_off(onednn, expected):
+    """oneDNN on: TensorFlow's allocator statistics; off (TensorFlow's
+    default on AMD CPUs), where they raise: the peak resident set. Either
+    way a step that makes a 64 MiB tensor adds about that much (the
+    resident set may already hold a few of its pages)."""
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_OF_64_MIB],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": onednn},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    mib, how = json.loads(result.stdout.splitlines()[-1])
+    assert how == expected
+    assert 60 <= mib < 4 * 64
 
 
 def test_flop_counts_match_a_hand_count():

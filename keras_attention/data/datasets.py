@@ -9,7 +9,11 @@ Besides the data sets named below, any TFDS data set can be named as
 `translation_pairs("tfds:opus/medical", "train", keys=("en", "de"))`.
 """
 
+import contextlib
+import io
+import logging
 import random
+import time
 
 import tensorflow_datasets as tfds
 
@@ -64,6 +68,8 @@ def _load(name, split, data_dir):
     # do not depend on whether the data set was already prepared.
     state = random.getstate()
     try:
+        if name.split("/")[0] == "multilingual_dates":
+            prepare_offline(name, data_dir)
         return tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
     except Exception as error:
         if tfds.builder(name, data_dir=data_dir).is_prepared():
@@ -76,6 +82,36 @@ def _load(name, split, data_dir):
         ) from error
     finally:
         random.setstate(state)
+
+
+def prepare_offline(name, data_dir=None):
+    """Generates the package's offline data set `name` (`multilingual_dates`,
+    a config of it) in `data_dir` the first time, saying so in one line and
+    showing one progress bar (on a terminal). TFDS's own messages would speak
+    of a download of unknown size that does not happen, warn about the
+    folder it is about to fill, and draw nested bars as raw control lines in
+    a log."""
+    absl_logger = logging.getLogger("absl")
+    level = absl_logger.level
+    absl_logger.setLevel(logging.ERROR)
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        if builder.is_prepared():
+            return
+        sizes = builder.builder_config.sizes
+        print(
+            f"Generating the offline {name} data set ({sum(sizes.values()):,} examples, "
+            f"once) in {builder.data_dir}",
+            flush=True,
+        )
+        start = time.perf_counter()
+        tfds.disable_progress_bar()
+        with contextlib.redirect_stdout(io.StringIO()), builder.progress_bar():
+            builder.download_and_prepare()
+    finally:
+        tfds.display_progress_bar(True)
+        absl_logger.setLevel(level)
+    print(f"Generated in {time.perf_counter() - start:.0f} s", flush=True)
 
 
 def translation_pairs(name, split, data_dir=None, reverse=False, keys=(None, None)):

@@ -12,9 +12,11 @@ Configs:
   keys (source, locale).
 """
 
+import contextlib
 import dataclasses
 
 import tensorflow_datasets as tfds
+import tqdm
 
 from keras_attention.data import dates
 
@@ -76,6 +78,20 @@ class MultilingualDates(tfds.core.GeneratorBasedBuilder):
         del dl_manager  # nothing to download
         return {split: self._generate_examples(split) for split in self.builder_config.sizes}
 
+    @contextlib.contextmanager
+    def progress_bar(self):
+        """One bar over every split's examples while they are generated
+        (shown on a terminal only), in place of TFDS's nested ones."""
+        total = sum(self.builder_config.sizes.values())
+        with tqdm.tqdm(total=total, unit=" examples", disable=None, leave=False) as bar:
+            self._progress = bar
+            try:
+                yield bar
+            finally:
+                self._progress = None
+
+    _progress = None
+
     def _generate_examples(self, split):
         size = self.builder_config.sizes[split]
         for index, example in enumerate(
@@ -86,6 +102,8 @@ class MultilingualDates(tfds.core.GeneratorBasedBuilder):
                 unique_locale=self.builder_config.unique_locale,
             )
         ):
+            if self._progress is not None:
+                self._progress.update()
             yield (
                 index,
                 {

@@ -121,7 +121,12 @@ def softmax(scores):
     drops by a third against the built-in gradient
     (`python -m benchmarks.run`).
     """
-    weights = ops.softmax(scores, axis=-1)
+    if scores.shape[-1] == 1:
+        # One key (a one-token source, the first step over a cache) takes
+        # all the weight; Keras warns about a softmax over one element.
+        weights = ops.ones_like(scores)
+    else:
+        weights = ops.softmax(scores, axis=-1)
 
     def gradient(*args, upstream=None):
         if upstream is None:  # TensorFlow passes it positionally, JAX by name

@@ -93,6 +93,7 @@ def test_flags_come_from_the_config_fields(capsys):
         (["--learning-rate", "-1"], "--learning-rate must be positive"),
         (["--label-smoothing", "1.5"], "--label-smoothing must be in [0, 1)"),
         (["--export-version", "0"], "--export-version must be positive"),
+        (["--jit-compile", "--deterministic"], "--jit-compile and --deterministic do not combine"),
     ],
 )
 def test_bad_flags_exit_with_a_message(argv, message, capsys):
@@ -100,3 +101,15 @@ def test_bad_flags_exit_with_a_message(argv, message, capsys):
         common.parse_config(TranslateConfig, PRESETS, argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_run_sets_deterministic_ops_either_way():
+    """The setting is global to the process: a run without --deterministic
+    after one with it must not stay deterministic (Keras would then drop
+    --jit-compile without a word)."""
+    from tensorflow.python.framework import config as tf_config
+
+    common.set_op_determinism(True)
+    assert tf_config.is_op_determinism_enabled()
+    common.set_op_determinism(False)
+    assert not tf_config.is_op_determinism_enabled()
