@@ -32,6 +32,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import report
 from benchmarks.measure import race
 from keras_attention import decoding
 from keras_attention.models import build_transformer_lm
@@ -126,8 +127,6 @@ COLUMNS = [
 
 
 def main(argv=None):
-    from benchmarks.run import print_table
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
     parser.add_argument("--repeats", type=int, default=5)
@@ -136,7 +135,7 @@ def main(argv=None):
         rows = run([4, 8], batch_size=2, repeats=1, sizes=SMOKE_SIZES)
     else:
         rows = run([32, 64, 128, 256], batch_size=8, repeats=args.repeats)
-    print_table("greedy generation, ours against KerasHub GPT2CausalLM", rows, COLUMNS)
+    report.print_table("greedy generation, ours against KerasHub GPT2CausalLM", rows, COLUMNS)
 
 
 if __name__ == "__main__":

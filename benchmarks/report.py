@@ -7,6 +7,19 @@ import argparse
 import json
 
 
+def print_table(title, rows, columns):
+    """`columns`: (key, header, format) triples; a missing or None value is blank."""
+    print(f"\n{title}")
+    table = [[header for _, header, _ in columns]]
+    for row in rows:
+        table.append(
+            ["" if row.get(key) is None else format(row[key], spec) for key, _, spec in columns]
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    for line in table:
+        print("  ".join(f"{cell:>{width}}" for cell, width in zip(line, widths, strict=True)))
+
+
 def table(headers, rows):
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

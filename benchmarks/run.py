@@ -46,10 +46,9 @@ import numpy as np
 import tensorflow as tf
 
 import keras_attention.decoding
-from benchmarks import contenders, decoding, generation, measure, self_attention
+from benchmarks import contenders, decoding, generation, measure, report, self_attention
 from keras_attention import export
-from keras_attention.data.tokenizers import CharacterTokenizer
-from keras_attention.export.signatures import token_ids
+from keras_attention.data.tokenizers import CharacterTokenizer, token_ids
 from keras_attention.files import write_json
 from keras_attention.models import build_transformer
 
@@ -250,19 +249,6 @@ def serving_rows(batch_size, max_length, repeats):
     ]
 
 
-def print_table(title, rows, columns):
-    """`columns`: (key, header, format) triples; a missing or None value is blank."""
-    print(f"\n{title}")
-    table = [[header for _, header, _ in columns]]
-    for row in rows:
-        table.append(
-            ["" if row.get(key) is None else format(row[key], spec) for key, _, spec in columns]
-        )
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    for line in table:
-        print("  ".join(f"{cell:>{width}}" for cell, width in zip(line, widths, strict=True)))
-
-
 TRAINING_COLUMNS = [
     ("dropout", "dropout", ".1f"),
     ("xla", "XLA", ""),
@@ -281,18 +267,6 @@ JAX_COLUMNS = [
     ("gflops", "GFLOP/s", ".1f"),
     ("ours_speedup", "ours faster", ".2f"),
     ("jax_speedup", "JAX faster than TF+XLA", ".2f"),
-]
-ATTENTION_COLUMNS = [
-    ("length", "T", "d"),
-    ("causal", "causal", ""),
-    ("contender", "contender", "s"),
-    ("ms", "ms fwd+bwd", ".1f"),
-    ("peak_mib", "peak MiB", ".0f"),
-    ("memory_measure", "measured by", "s"),
-    ("ours_speedup", "ours dense faster", ".2f"),
-    ("chunked_speedup", "chunked faster", ".2f"),
-    ("chunked_memory_ratio", "chunked/this mem", ".3f"),
-    ("skipped", "not run (memory)", ""),
 ]
 
 
@@ -321,11 +295,11 @@ def main(argv=None):
     for kind in ("encoder",) if args.encoder_only else ("encoder", "decoder"):
         rows = training_step(kind, sizes, dropouts, repeats, matmul_size)
         results[f"{kind}_training_step"] = rows
-        print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
+        report.print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
         if kind == "encoder":
             rows = encoder_step_on_jax(sizes, dropouts, repeats, results["encoder_training_step"])
             results["encoder_training_step_jax"] = rows
-            print_table(
+            report.print_table(
                 f"encoder training step ({NUM_LAYERS} layers) on the JAX backend", rows, JAX_COLUMNS
             )
     if args.encoder_only:
@@ -345,7 +319,9 @@ def main(argv=None):
             ATTENTION_CAUSAL_LENGTHS,
         )
     results["self_attention"] = rows
-    print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
+    report.print_table(
+        "self-attention alone, forward + backward", rows, self_attention.ATTENTION_COLUMNS
+    )
     plot_path = Path(args.json).parent / "attention_memory.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     self_attention.plot(rows, plot_path)
@@ -361,7 +337,7 @@ def main(argv=None):
 
     rows = [serving_rows(size, 8 if args.smoke else 32, repeats)[0] for size in (1, 32)]
     results["serving"] = rows
-    print_table(
+    report.print_table(
         "exported serving_default against in-process decoding",
         rows,
         [
@@ -379,7 +355,9 @@ def main(argv=None):
     else:
         rows = generation.run([32, 64, 128, 256], batch_size=8, repeats=repeats)
     results["generation"] = rows
-    print_table("greedy generation, ours against KerasHub GPT2CausalLM", rows, generation.COLUMNS)
+    report.print_table(
+        "greedy generation, ours against KerasHub GPT2CausalLM", rows, generation.COLUMNS
+    )
 
     write_results(results, args.json)
 

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import contenders, measure
+from benchmarks import contenders, measure, report
 
 OURS = "keras_attention"
 CHUNKED = "keras_attention_chunked"
@@ -45,6 +45,20 @@ def make_layer(name, num_heads, model_dim, causal, chunk_size):
 
         return MultiHeadSelfAttention(num_heads, causal=causal, chunk_size=chunk_size)
     return contenders.self_attention(name, num_heads, model_dim, causal=causal)
+
+
+ATTENTION_COLUMNS = [
+    ("length", "T", "d"),
+    ("causal", "causal", ""),
+    ("contender", "contender", "s"),
+    ("ms", "ms fwd+bwd", ".1f"),
+    ("peak_mib", "peak MiB", ".0f"),
+    ("memory_measure", "measured by", "s"),
+    ("ours_speedup", "ours dense faster", ".2f"),
+    ("chunked_speedup", "chunked faster", ".2f"),
+    ("chunked_memory_ratio", "chunked/this mem", ".3f"),
+    ("skipped", "not run (memory)", ""),
+]
 
 
 def run(
@@ -135,8 +149,6 @@ def plot(rows, path):
 
 
 def main(argv=None):
-    from benchmarks.run import ATTENTION_COLUMNS, print_table
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
     parser.add_argument("--repeats", type=int, default=3)
@@ -148,7 +160,7 @@ def main(argv=None):
     else:
         lengths = [1024, 2048, 4096, 8192, 16384, 32768]
         rows = run(lengths, 1, 256, 4, args.repeats, [8192], args.chunk_size)
-    print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
+    report.print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
     if args.plot:
         plot(rows, args.plot)
 

@@ -39,5 +39,7 @@ def _quiet_tensorflow_in_our_commands():
 
 _quiet_tensorflow_in_our_commands()
 
-from keras_attention import layers, models, training  # noqa: E402, F401
+from keras_attention import layers, models, objectives  # noqa: E402, F401
 from keras_attention._version import __version__  # noqa: E402, F401
+
+__all__ = ["__version__", "layers", "models", "objectives"]

@@ -14,9 +14,12 @@ import keras
 from keras import ops
 
 from keras_attention.layers import BahdanauAttention, LuongAttention
-from keras_attention.models.transformer import resolve_preset
-from keras_attention.models.transformer_stacks import padding_mask
-from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.models.zoo_model import (
+    ZooModel,
+    padding_mask,
+    pop_dtype_policy,
+    resolve_preset,
+)
 from keras_attention.utils import Layer, check_choice, check_positive_int, check_rate
 
 PRESETS = {

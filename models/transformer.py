@@ -10,11 +10,15 @@ from keras_attention.models.transformer_stacks import (
     cached_decoding_step,
     embed,
     encode,
-    padding_mask,
     sinusoidal_positions,
 )
-from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
-from keras_attention.utils import check_choice, check_positive_int
+from keras_attention.models.zoo_model import (
+    ZooModel,
+    padding_mask,
+    pop_dtype_policy,
+    resolve_preset,
+)
+from keras_attention.utils import check_positive_int
 
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
@@ -38,12 +42,6 @@ PRESETS = {
         tie_output_embeddings=True,
     ),
 }
-
-
-def resolve_preset(presets, preset, overrides):
-    """The preset's arguments updated with the caller's; clear error on a bad name."""
-    check_choice("preset", preset, sorted(presets))
-    return {**presets[preset], **overrides}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -4,14 +4,17 @@ import keras
 from keras import ops
 
 from keras_attention.models.token_embedding import TokenEmbedding
-from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import (
     TransformerEncoder,
     encode,
-    padding_mask,
     sinusoidal_positions,
 )
-from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.models.zoo_model import (
+    ZooModel,
+    padding_mask,
+    pop_dtype_policy,
+    resolve_preset,
+)
 from keras_attention.utils import check_choice, check_positive_int
 
 PRESETS = {

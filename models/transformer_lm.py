@@ -5,15 +5,18 @@ from keras import ops
 
 from keras_attention.layers import PositionEmbedding
 from keras_attention.models.token_embedding import TokenEmbedding
-from keras_attention.models.transformer import resolve_preset
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
     cached_decoding_step,
     embed,
-    padding_mask,
     sinusoidal_positions,
 )
-from keras_attention.models.zoo_model import ZooModel, pop_dtype_policy
+from keras_attention.models.zoo_model import (
+    ZooModel,
+    padding_mask,
+    pop_dtype_policy,
+    resolve_preset,
+)
 from keras_attention.utils import check_choice, check_positive_int
 
 PRESETS = {

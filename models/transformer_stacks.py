@@ -13,6 +13,7 @@ from keras_attention.layers import (
     TransformerBlock,
     TransformerDecoderBlock,
 )
+from keras_attention.models.zoo_model import padding_mask
 from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
 
 
@@ -191,11 +192,6 @@ def encode(encoder, token_ids, embedding, positions, dropout, training=None, **k
 
 def sinusoidal_positions(dtype_policy):
     return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
-
-
-def padding_mask(token_ids):
-    """True at real tokens: padding id is 0."""
-    return ops.not_equal(token_ids, 0)
 
 
 def cached_decoding_step(embed_step, decoder, project, token_ids, index, state, **context):

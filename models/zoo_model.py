@@ -3,8 +3,21 @@
 import inspect
 
 import keras
+from keras import ops
 
 from keras_attention.saving import build_from_config, versioned
+from keras_attention.utils import PAD_ID, check_choice
+
+
+def resolve_preset(presets, preset, overrides):
+    """The preset's arguments updated with the caller's; clear error on a bad name."""
+    check_choice("preset", preset, sorted(presets))
+    return {**presets[preset], **overrides}
+
+
+def padding_mask(token_ids):
+    """True at real tokens (padding id is 0), `[B, T]`."""
+    return ops.not_equal(token_ids, PAD_ID)
 
 
 class ZooModel(keras.Model):

@@ -27,32 +27,37 @@ import tensorflow as tf
 
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import classification_batches
+from keras_attention.files import write_json
 from keras_attention.models import build_transformer_classifier
-from keras_attention.recipes import common
+from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.recipes.config import main as run_recipe
+from keras_attention.recipes.recipe import (
+    Recipe,
+    draw_self_attention,
+    train_tokenizer,
+    warn_if_truncated,
+)
+from keras_attention.run_files import RunFiles
 
 
-@common.document_flags
+@document_flags
 @dataclasses.dataclass
-class ClassifyConfig(common.TrainingConfig):
+class ClassifyConfig(TrainingConfig):
     """What `python -m keras_attention.recipes.classify` trains, evaluates and exports."""
 
-    dataset: str = common.flag(
+    dataset: str = flag(
         "multilingual_dates/language_id",
         f"{', '.join(datasets.CLASSIFICATION)}, or tfds:NAME with --text-key and --label-key",
     )
-    text_key: str | None = common.flag(None, "the text feature of --dataset tfds:NAME")
-    label_key: str | None = common.flag(None, "the label feature of --dataset tfds:NAME")
-    train_split: str = common.flag("train", "TFDS split to train on")
-    validation_split: str = common.flag("validation", "TFDS split to watch during training")
-    test_split: str = common.flag("test", "TFDS split to evaluate on")
-    max_length: int = common.flag(
-        64, "tokens kept per text; longer ones are truncated", positive=True
-    )
-    learning_rate: float = common.flag(
-        1e-3, "peak learning rate (constant schedule)", positive=True
-    )
-    output_dir: str = common.flag("runs/classify", "where everything of this run is written")
-    export_name: str = common.flag("classify", "the model's name in TF Serving")
+    text_key: str | None = flag(None, "the text feature of --dataset tfds:NAME")
+    label_key: str | None = flag(None, "the label feature of --dataset tfds:NAME")
+    train_split: str = flag("train", "TFDS split to train on")
+    validation_split: str = flag("validation", "TFDS split to watch during training")
+    test_split: str = flag("test", "TFDS split to evaluate on")
+    max_length: int = flag(64, "tokens kept per text; longer ones are truncated", positive=True)
+    learning_rate: float = flag(1e-3, "peak learning rate (constant schedule)", positive=True)
+    output_dir: str = flag("runs/classify", "where everything of this run is written")
+    export_name: str = flag("classify", "the model's name in TF Serving")
 
     def __post_init__(self):
         super().__post_init__()
@@ -85,7 +90,7 @@ def predict_labels(model, tokenizer, texts, config):
     return np.argmax(logits, axis=-1)
 
 
-class ClassifyRecipe(common.Recipe):
+class ClassifyRecipe(Recipe):
     """Classification: one vocabulary and the label set from the training
     split, a Transformer classifier, accuracy on the test split."""
 
@@ -130,10 +135,11 @@ class ClassifyRecipe(common.Recipe):
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
         config = self.choose_for_data(train_texts)
-        self.tokenizer = common.train_tokenizer(config, train_texts)
-        common.warn_if_truncated("texts", self.tokenizer, train_texts, config.max_length)
-        self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
-        common.write_json(output_dir / "labels.json", list(self.label_names))
+        self.tokenizer = train_tokenizer(config, train_texts)
+        warn_if_truncated("texts", self.tokenizer, train_texts, config.max_length)
+        files = RunFiles(output_dir)
+        self.tokenizer.save(files.vocabulary("text", config.tokenizer))
+        write_json(files.labels, list(self.label_names))
 
         train_batches, validation = self.training_and_validation(
             lambda pairs, **batching: classification_batches(pairs, self.tokenizer, **batching),
@@ -182,13 +188,13 @@ class ClassifyRecipe(common.Recipe):
         text = self.test[0][0]
         ids = self.tokenizer.tokenize(tf.constant([text]))[:, : self.config.max_length]
         title = f"{text[:40]} -> {self.label_names[self.predictions[0]]}"
-        return common.draw_self_attention(
+        return draw_self_attention(
             model, ids.to_tensor().numpy(), self.tokenizer.vocabulary, output_dir, title
         )
 
 
 def main(argv=None):
-    return common.main(ClassifyRecipe, PRESETS, argv, description=__doc__)
+    return run_recipe(ClassifyRecipe, PRESETS, argv, description=__doc__)
 
 
 if __name__ == "__main__":

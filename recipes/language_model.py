@@ -27,35 +27,44 @@ from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import language_model_batches
 from keras_attention.data.tokenizers import START_ID
 from keras_attention.models import build_transformer_lm
-from keras_attention.recipes import common
+from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.recipes.config import main as run_recipe
+from keras_attention.recipes.recipe import (
+    Recipe,
+    count_batches,
+    draw_self_attention,
+    train_tokenizer,
+    warn_if_truncated,
+)
+from keras_attention.run_files import RunFiles
 
 
-@common.document_flags
+@document_flags
 @dataclasses.dataclass
-class LanguageModelConfig(common.TrainingConfig):
+class LanguageModelConfig(TrainingConfig):
     """What `python -m keras_attention.recipes.language_model` trains, evaluates and exports."""
 
-    dataset: str = common.flag(
+    dataset: str = flag(
         "multilingual_dates",
         "a data set of the translate or classify recipe (its source or text side is the "
         "corpus), or tfds:NAME with --text-key",
     )
-    text_key: str | None = common.flag(None, "the text feature of --dataset tfds:NAME")
-    pack_texts: bool = common.flag(
+    text_key: str | None = flag(None, "the text feature of --dataset tfds:NAME")
+    pack_texts: bool = flag(
         False,
         "join the texts into one stream and cut it into windows of exactly --max-length "
         "tokens (long-context training)",
     )
-    chunk_size: int | None = common.flag(
+    chunk_size: int | None = flag(
         None,
         "attention in blocks of this many tokens, exact, in memory linear in --max-length "
         "(long contexts); None: dense",
         positive=True,
     )
-    prompt_tokens: int = common.flag(4, "tokens of each test text given as a prompt", positive=True)
-    top_k: int = common.flag(5, "completions sample among the k most likely tokens", positive=True)
-    output_dir: str = common.flag("runs/language_model", "where everything of this run is written")
-    export_name: str = common.flag("language_model", "the model's name in TF Serving")
+    prompt_tokens: int = flag(4, "tokens of each test text given as a prompt", positive=True)
+    top_k: int = flag(5, "completions sample among the k most likely tokens", positive=True)
+    output_dir: str = flag("runs/language_model", "where everything of this run is written")
+    export_name: str = flag("language_model", "the model's name in TF Serving")
 
     def __post_init__(self):
         super().__post_init__()
@@ -89,7 +98,7 @@ PRESETS = {
 }
 
 
-class LanguageModelRecipe(common.Recipe):
+class LanguageModelRecipe(Recipe):
     """Language modelling: one vocabulary, a decoder-only Transformer,
     per-token perplexity on the test split and sampled completions."""
 
@@ -115,9 +124,9 @@ class LanguageModelRecipe(common.Recipe):
         train_texts = self.texts("train", config.train_examples)
         train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
         config = self.choose_for_data(train_strings)
-        self.tokenizer = common.train_tokenizer(config, train_strings)
-        common.warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
-        self.tokenizer.save(output_dir / common.vocabulary_file(config, "text"))
+        self.tokenizer = train_tokenizer(config, train_strings)
+        warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
+        self.tokenizer.save(RunFiles(output_dir).vocabulary("text", config.tokenizer))
 
         if config.pack_texts:
             self.check_windows(train_strings, "training")
@@ -157,11 +166,11 @@ class LanguageModelRecipe(common.Recipe):
         config = self.config
         test_texts = self.texts("test", config.test_examples)
         test_batches = language_model_batches(
-            test_texts, self.tokenizer, pack=config.pack_texts, **common.batching(config)
+            test_texts, self.tokenizer, pack=config.pack_texts, **self.batching()
         )
         test_loss = model.evaluate(
             test_batches,
-            steps=common.count_batches(test_batches),  # else Keras warns it "ran out of data"
+            steps=count_batches(test_batches),  # else Keras warns it "ran out of data"
             verbose=0,
             return_dict=True,
         )["loss"]
@@ -183,13 +192,13 @@ class LanguageModelRecipe(common.Recipe):
         """The last layer's causal self-attention over a test text."""
         text_ids = self.tokenizer.tokenize(tf.constant([self.examples[0]])).numpy()[0]
         ids = np.concatenate([[START_ID], text_ids[: self.config.max_length - 1]])[None]
-        return common.draw_self_attention(
+        return draw_self_attention(
             model, ids, self.tokenizer.vocabulary, output_dir, title=self.examples[0]
         )
 
 
 def main(argv=None):
-    return common.main(LanguageModelRecipe, PRESETS, argv, description=__doc__)
+    return run_recipe(LanguageModelRecipe, PRESETS, argv, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ attention map.
 
 import dataclasses
 
-import keras
 import numpy as np
 import sacrebleu
 import tensorflow as tf
@@ -30,37 +29,42 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import translation_batches
-from keras_attention.export.signatures import token_ids
+from keras_attention.data.tokenizers import token_ids
+from keras_attention.files import write_atomically
 from keras_attention.models import build_seq2seq_attention, build_transformer
-from keras_attention.recipes import common
+from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
+from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.recipes.config import main as run_recipe
+from keras_attention.recipes.recipe import Recipe, train_tokenizer, warn_if_truncated
+from keras_attention.run_files import RunFiles
 
 MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
 
 
-@common.document_flags
+@document_flags
 @dataclasses.dataclass
-class TranslateConfig(common.TrainingConfig):
+class TranslateConfig(TrainingConfig):
     """What `python -m keras_attention.recipes.translate` trains, evaluates and exports."""
 
-    dataset: str = common.flag(
+    dataset: str = flag(
         "multilingual_dates",
         f"{', '.join(datasets.TRANSLATION)}, or tfds:NAME with --source-key and --target-key",
     )
-    source_key: str | None = common.flag(None, "the source feature of --dataset tfds:NAME")
-    target_key: str | None = common.flag(None, "the target feature of --dataset tfds:NAME")
-    reverse: bool = common.flag(False, "swap source and target (WMT14 de-en read as en -> de)")
-    shared_vocabulary: bool = common.flag(False, "one subword vocabulary for both languages")
-    model: str = common.flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
-    label_smoothing: float = common.flag(0.0, "label smoothing of the loss (paper: 0.1)")
-    beam_size: int | None = common.flag(
+    source_key: str | None = flag(None, "the source feature of --dataset tfds:NAME")
+    target_key: str | None = flag(None, "the target feature of --dataset tfds:NAME")
+    reverse: bool = flag(False, "swap source and target (WMT14 de-en read as en -> de)")
+    shared_vocabulary: bool = flag(False, "one subword vocabulary for both languages")
+    model: str = flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
+    label_smoothing: float = flag(0.0, "label smoothing of the loss (paper: 0.1)")
+    beam_size: int | None = flag(
         None,
         "1: greedy decoding for evaluation and the export, >1: beam search; "
         "None: 1 for the dates task, 4 otherwise",
         positive=True,
     )
-    eval_batch_size: int = common.flag(256, "batch size for decoding the test split", positive=True)
-    output_dir: str = common.flag("runs/translate", "where everything of this run is written")
-    export_name: str = common.flag("translate", "the model's name in TF Serving")
+    eval_batch_size: int = flag(256, "batch size for decoding the test split", positive=True)
+    output_dir: str = flag("runs/translate", "where everything of this run is written")
+    export_name: str = flag("translate", "the model's name in TF Serving")
 
     def __post_init__(self):
         super().__post_init__()
@@ -114,11 +118,12 @@ def texts(pairs):
     return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator()]
 
 
-def translate(model, source_tokenizer, target_tokenizer, sources, config):
+def translate(model, source_tokenizer, target_tokenizer, sources, config, strategy):
     """Python strings in, Python strings out, decoded in batches with the
-    export's input steps (UTF-8 repair, tokenise, truncate): on TensorFlow
-    all in one graph; on JAX, tokenised by TensorFlow and decoded under
-    `jax.jit` (ids padded to --max-length, so it compiles once)."""
+    export's input steps (UTF-8 repair, tokenise, truncate) and a search
+    compiled for the backend (`RunStrategy.compile_decoding`). Where the
+    step compiles for one shape (JAX), ids are padded to --max-length, so
+    the search compiles once."""
     max_length = config.max_length
 
     def search(ids):
@@ -127,33 +132,16 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config):
             return output
         return decoding.greedy_search(model, ids, max_length)
 
-    if keras.backend.backend() == "tensorflow":
-
-        @tf.function(reduce_retracing=True)
-        def decode(batch):
-            ids = token_ids(source_tokenizer, batch, max_length)
-            return target_tokenizer.detokenize(search(ids))
-
-    else:
-        import jax
-
-        # The weights are arguments, not constants folded into the program.
-        @jax.jit
-        def search_with(weights, ids):
-            mapping = list(zip(model.variables, weights, strict=True))
-            with keras.StatelessScope(state_mapping=mapping):
-                return search(ids)
-
-        def decode(batch):
-            ids = token_ids(source_tokenizer, batch, max_length).numpy()
-            ids = np.pad(ids, [(0, 0), (0, max_length - ids.shape[1])])
-            output = search_with([variable.value for variable in model.variables], ids)
-            return target_tokenizer.detokenize(np.asarray(output))
-
+    decode = strategy.compile_decoding(model, search)
+    pad = strategy.compiles(config.jit_compile)
     outputs = []
     for start in range(0, len(sources), config.eval_batch_size):
         batch = tf.constant(sources[start : start + config.eval_batch_size])
-        outputs += [t.decode("utf-8") for t in decode(batch).numpy()]
+        ids = token_ids(source_tokenizer, batch, max_length)
+        if pad:
+            ids = tf.pad(ids, [[0, 0], [0, max_length - tf.shape(ids)[1]]])
+        output = target_tokenizer.detokenize(np.asarray(decode(ids.numpy())))
+        outputs += [t.decode("utf-8") for t in output.numpy()]
     return outputs
 
 
@@ -167,7 +155,7 @@ def draw_translation_attention(outputs, path, title):
     return path
 
 
-class TranslateRecipe(common.Recipe):
+class TranslateRecipe(Recipe):
     """Translation: a source and a target vocabulary, an encoder-decoder,
     exact match and sacreBLEU on the test split, an export whose
     `translate_with_attention` draws the picture."""
@@ -206,17 +194,16 @@ class TranslateRecipe(common.Recipe):
         sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
         config = self.choose_for_data(sources + targets, beam_size=1 if self.built_in_task else 4)
         if config.shared_vocabulary:
-            self.tokenizer = self.target_tokenizer = common.train_tokenizer(
-                config, sources + targets
-            )
+            self.tokenizer = self.target_tokenizer = train_tokenizer(config, sources + targets)
         else:
-            self.tokenizer = common.train_tokenizer(config, sources)
-            self.target_tokenizer = common.train_tokenizer(config, targets)
-        common.warn_if_truncated("sources", self.tokenizer, sources, config.max_length)
+            self.tokenizer = train_tokenizer(config, sources)
+            self.target_tokenizer = train_tokenizer(config, targets)
+        warn_if_truncated("sources", self.tokenizer, sources, config.max_length)
         # <s> or </s> takes one place of a target.
-        common.warn_if_truncated("targets", self.target_tokenizer, targets, config.max_length - 1)
-        self.tokenizer.save(output_dir / common.vocabulary_file(config, "source"))
-        self.target_tokenizer.save(output_dir / common.vocabulary_file(config, "target"))
+        warn_if_truncated("targets", self.target_tokenizer, targets, config.max_length - 1)
+        files = RunFiles(output_dir)
+        self.tokenizer.save(files.vocabulary("source", config.tokenizer))
+        self.target_tokenizer.save(files.vocabulary("target", config.tokenizer))
 
         train_batches, validation = self.training_and_validation(
             lambda pairs, **batching: translation_batches(
@@ -237,15 +224,16 @@ class TranslateRecipe(common.Recipe):
         )
 
     def loss_and_metrics(self):
-        loss = common.MaskedSparseCrossentropy(self.config.label_smoothing)
-        return loss, [common.MaskedAccuracy()]
+        loss = MaskedSparseCrossentropy(self.config.label_smoothing)
+        return loss, [MaskedAccuracy()]
 
     def evaluate(self, model):
         """Exact match of the whole output, sacreBLEU and chrF on the test split."""
         config = self.config
         self.test = texts(self.load_pairs("test").take(config.test_examples or -1))
+        sources = [s for s, _ in self.test]
         self.predictions = translate(
-            model, self.tokenizer, self.target_tokenizer, [s for s, _ in self.test], config
+            model, self.tokenizer, self.target_tokenizer, sources, config, self.strategy
         )
         references = [[t for _, t in self.test]]
         correct = sum(p == t for p, t in zip(self.predictions, references[0], strict=True))
@@ -277,8 +265,8 @@ class TranslateRecipe(common.Recipe):
             f"{source}\t{reference}\t{prediction}\n"
             for (source, reference), prediction in zip(self.test, self.predictions, strict=True)
         ]
-        common.write_atomically(
-            self.output_dir / "test_translations.tsv",
+        write_atomically(
+            RunFiles(self.output_dir).test_translations,
             "source\treference\ttranslation\n" + "".join(lines),
         )
 
@@ -301,11 +289,12 @@ class TranslateRecipe(common.Recipe):
         if translations != self.predictions[: len(examples)]:
             print("WARNING: the export translates these differently from the trained model")
         title = f"{examples[0][0]} -> {translations[0]}"
-        return draw_translation_attention(outputs, output_dir / "attention.png", title=title)
+        picture = RunFiles(output_dir).attention_picture
+        return draw_translation_attention(outputs, picture, title=title)
 
 
 def main(argv=None):
-    return common.main(TranslateRecipe, PRESETS, argv, description=__doc__)
+    return run_recipe(TranslateRecipe, PRESETS, argv, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -224,3 +224,18 @@ class SubwordTokenizer(tf.Module):
             return cls(path.read_bytes())
         except RuntimeError as error:
             raise ValueError(f"{path} is not a SentencePiece model: {error}") from None
+
+
+def token_ids(tokenizer, texts, max_length):
+    """Strings `[B]` -> ids `[B, S]`, 1 <= S <= max_length, padded with 0.
+
+    Bytes that are not UTF-8 become U+FFFD first, so no tokeniser sees them;
+    an all-empty batch still gets one (padding) column, so the model always
+    has a position to attend to.
+    """
+    texts = tf.strings.unicode_transcode(
+        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+    ids = tokenizer.tokenize(texts)[:, :max_length]
+    width = tf.maximum(ids.bounding_shape(axis=1), 1)
+    return ids.to_tensor(default_value=PAD_ID, shape=[ids.nrows(), width])

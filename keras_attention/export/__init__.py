@@ -81,7 +81,10 @@ def export_model(
             metadata file.
 
     Returns:
-        The `Path` of the version folder, `base_path/name/VERSION`.
+        The `Path` of the version folder, `base_path/name/VERSION`. Beside
+        the models, `base_path` gets `models.config` (every model in it, as
+        the server sees them with the folder mounted at `/models`) and
+        `batching_parameters.txt` (see `write_models_config`).
     """
     check_positive_int("max_length", max_length)
     check_positive_int("beam_size", beam_size)
@@ -106,4 +109,9 @@ def export_model(
         metadata_path = folder / METADATA_FILE
         metadata_path.write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n")
 
-    return write_version(Path(base_path) / str(name), write, version=version, overwrite=overwrite)
+    folder = write_version(Path(base_path) / str(name), write, version=version, overwrite=overwrite)
+    # What the server needs to serve every model of the base folder, with the
+    # folder mounted at /models (see the README's docker command).
+    names = sorted(child.name for child in Path(base_path).iterdir() if versions(child))
+    write_models_config(Path(base_path) / "models.config", {n: f"/models/{n}" for n in names})
+    return folder

@@ -42,10 +42,12 @@ def main(argv=None):
         command = [sys.executable, "-m", "keras_attention.export", *argv]
         os.execve(sys.executable, command, environment)
 
+    from keras_attention.run_files import RunFiles
+
     path = Path(args.run)
     run_dir = path.parent if path.is_file() else path
-    model_path = path if path.is_file() else run_dir / "model.keras"
-    for needed in (model_path, run_dir / "config.json"):
+    model_path = path if path.is_file() else RunFiles(run_dir).model
+    for needed in (model_path, RunFiles(run_dir).config):
         if not needed.is_file():
             raise SystemExit(f"error: {needed} not found: is {args.run} a finished run?")
     try:
@@ -55,6 +57,7 @@ def main(argv=None):
     except FileExistsError as error:
         raise SystemExit(f"error: {error}") from None
     print(f"exported {model_path} to {version}")
+    return version
 
 
 def export_run(model_path, run_dir, base=None, name=None, version=None, overwrite=False):
@@ -65,19 +68,25 @@ def export_run(model_path, run_dir, base=None, name=None, version=None, overwrit
 
     import keras_attention  # noqa: F401  (registers the models for loading)
     from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
-    from keras_attention.export import export_model, versions, write_models_config
+    from keras_attention.export import export_model
+    from keras_attention.run_files import RunFiles
 
-    config = json.loads((run_dir / "config.json").read_text())
+    files = RunFiles(run_dir)
+    config = json.loads(files.config.read_text())
     model = keras.saving.load_model(model_path)
+    kinds = {"character": CharacterTokenizer, "subword": SubwordTokenizer}
+    if config.get("tokenizer") not in kinds:
+        raise SystemExit(
+            f"error: {files.config} names no tokenizer (character or subword): "
+            f"tokenizer={config.get('tokenizer')!r}"
+        )
+    kind = kinds[config["tokenizer"]]
 
     def tokenizer(side):
-        for suffix, kind in ((".txt", CharacterTokenizer), (".model", SubwordTokenizer)):
-            file = run_dir / f"{side}_vocabulary{suffix}"
-            if file.is_file():
-                return kind.load(file)
-        raise SystemExit(
-            f"error: no {side} vocabulary ({side}_vocabulary.txt or .model) in {run_dir}"
-        )
+        file = files.vocabulary(side, config["tokenizer"])
+        if not file.is_file():
+            raise SystemExit(f"error: no {side} vocabulary in {run_dir}: {file} not found")
+        return kind.load(file)
 
     task = getattr(model, "task", None)
     arguments = {}
@@ -87,8 +96,8 @@ def export_run(model_path, run_dir, base=None, name=None, version=None, overwrit
     else:
         source, target = tokenizer("text"), None
     if task == "classification":
-        arguments["label_names"] = json.loads((run_dir / "labels.json").read_text())
-    base = Path(base or config.get("export_dir") or run_dir / "serving")
+        arguments["label_names"] = json.loads(files.labels.read_text())
+    base = Path(base or config.get("export_dir") or files.serving)
     folder = export_model(
         model,
         base,
@@ -101,8 +110,6 @@ def export_run(model_path, run_dir, base=None, name=None, version=None, overwrit
         config=config,
         **arguments,
     )
-    names = sorted(child.name for child in base.iterdir() if versions(child))
-    write_models_config(base / "models.config", {n: f"/models/{n}" for n in names})
     return folder
 
 

@@ -27,27 +27,12 @@ every sampling option has a meaning for every value (see
 import tensorflow as tf
 
 from keras_attention import decoding
-from keras_attention.data.tokenizers import PAD_ID, START_ID
+from keras_attention.data.tokenizers import PAD_ID, START_ID, token_ids
 
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for
 TEXTS = tf.TensorSpec([None], tf.string)
 PER_ROW_INT = tf.TensorSpec([None], tf.int32)
 PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)
-
-
-def token_ids(tokenizer, texts, max_length):
-    """Strings `[B]` -> ids `[B, S]`, 1 <= S <= max_length, padded with 0.
-
-    Bytes that are not UTF-8 become U+FFFD first, so no tokeniser sees them;
-    an all-empty batch still gets one (padding) column, so the model always
-    has a position to attend to.
-    """
-    texts = tf.strings.unicode_transcode(
-        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-    )
-    ids = tokenizer.tokenize(texts)[:, :max_length]
-    width = tf.maximum(ids.bounding_shape(axis=1), 1)
-    return ids.to_tensor(default_value=PAD_ID, shape=[ids.nrows(), width])
 
 
 def token_strings(vocabulary, ids):

@@ -23,7 +23,7 @@ from keras_attention.models import (
     build_transformer_classifier,
     build_transformer_lm,
 )
-from keras_attention.training import MaskedSparseCrossentropy
+from keras_attention.objectives import MaskedSparseCrossentropy
 
 
 @pytest.fixture(scope="session")

@@ -10,17 +10,24 @@ import tensorflow as tf
 from export_helpers import BEAM_SIZE, MAX_LENGTH, TEXTS, decode_in_process
 
 from keras_attention import export
+from keras_attention.run_files import RunFiles
 
 
 def make_run(exports, folder):
     """A run folder as the translate recipe leaves it, from the trained
     translator of the export tests."""
     folder.mkdir()
-    exports.translator.save(folder / "model.keras")
-    exports.tokenizer.save(folder / "source_vocabulary.txt")
-    exports.tokenizer.save(folder / "target_vocabulary.txt")
-    config = {"max_length": MAX_LENGTH, "beam_size": BEAM_SIZE, "export_name": "reverse"}
-    (folder / "config.json").write_text(json.dumps(config))
+    files = RunFiles(folder)
+    exports.translator.save(files.model)
+    exports.tokenizer.save(files.vocabulary("source", "character"))
+    exports.tokenizer.save(files.vocabulary("target", "character"))
+    config = {
+        "max_length": MAX_LENGTH,
+        "beam_size": BEAM_SIZE,
+        "export_name": "reverse",
+        "tokenizer": "character",
+    }
+    files.config.write_text(json.dumps(config))
     return folder
 
 

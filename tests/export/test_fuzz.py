@@ -7,8 +7,7 @@ from export_helpers import MAX_LENGTH
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
-from keras_attention.export.signatures import token_ids
+from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer, token_ids
 
 # Any Unicode (lone surrogates too, which become bytes that are not UTF-8),
 # raw bytes, empty strings and long ones.

@@ -32,7 +32,7 @@ else:
 import keras  # noqa: E402
 
 from keras_attention.models import build_transformer  # noqa: E402
-from keras_attention.recipes.common import shard_by_data  # noqa: E402
+from keras_attention.recipes.strategy import shard_by_data  # noqa: E402
 
 keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)

@@ -12,7 +12,8 @@ import tensorflow_datasets as tfds
 from recipe_helpers import tiny_flags
 
 from keras_attention.data import datasets
-from keras_attention.recipes import common, resume, translate
+from keras_attention.recipes import config as recipe_config
+from keras_attention.recipes import recipe, resume, translate
 
 
 def tiny(data_dir, output_dir, *extra):
@@ -47,7 +48,7 @@ def test_what_the_user_must_act_on_is_a_message(error):
             raise error
 
     with pytest.raises(SystemExit) as stop:
-        common.main(Failing, translate.PRESETS, [])
+        recipe_config.main(Failing, translate.PRESETS, [])
     assert str(stop.value) == f"error: {error}"
 
 
@@ -118,10 +119,10 @@ def test_truncated_training_texts_are_counted_and_reported(capsys):
     from keras_attention.data.tokenizers import CharacterTokenizer
 
     tokenizer = CharacterTokenizer.train(["abc"])
-    assert common.warn_if_truncated("sources", tokenizer, ["ab", "abcabc", "abca"], 3) == 2
+    assert recipe.warn_if_truncated("sources", tokenizer, ["ab", "abcabc", "abca"], 3) == 2
     assert capsys.readouterr().out == (
         "WARNING: 2 of 3 training sources have more than 3 tokens and are truncated "
         "(raise --max-length to keep them whole)\n"
     )
-    assert common.warn_if_truncated("sources", tokenizer, ["ab"], 3) == 0
+    assert recipe.warn_if_truncated("sources", tokenizer, ["ab"], 3) == 0
     assert capsys.readouterr().out == ""

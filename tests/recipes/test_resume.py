@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.recipes import common, resume
+from keras_attention.recipes import config as recipe_config
+from keras_attention.recipes import recipe, resume
 from keras_attention.recipes.resume import Checkpoints, Position
 
 
@@ -148,8 +149,8 @@ def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
     """Left to find the end of the data itself, Keras runs the train step once
     more on the spent iterator, and the optimizer's step counter moves there
     (under `mirrored` on some replicas only, as timing falls, so the replicas'
-    weights drift apart). `common.fit` gives each epoch its number of steps."""
-    config = common.TrainingConfig(output_dir=str(tmp_path), epochs=2, checkpoint_every=100)
+    weights drift apart). `recipe.fit` gives each epoch its number of steps."""
+    config = recipe_config.TrainingConfig(output_dir=str(tmp_path), epochs=2, checkpoint_every=100)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(keras.optimizers.Adam(), "mse")
 
@@ -158,5 +159,5 @@ def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
         dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(8)
         return dataset.filter(lambda features, targets: True)
 
-    common.fit(model, tf.distribute.get_strategy(), batches, None, config, tmp_path)
+    recipe.fit(model, tf.distribute.get_strategy(), batches, None, config, tmp_path)
     assert int(model.optimizer.iterations.numpy()) == 2 * 5

@@ -12,7 +12,7 @@ for bit.
 Distributed runs were not always reproducible: `model.fit` left to find the
 end of an epoch's data ran the train step once more on the spent iterator,
 and the optimizer's step counter moved on some replicas and not others
-(see `recipes/common.py: fit`). The test of that cause is in test_resume.py.
+(see `recipes/recipe.py: fit`). The test of that cause is in test_resume.py.
 """
 
 import json

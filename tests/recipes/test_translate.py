@@ -135,12 +135,12 @@ def test_ted_preset_with_subwords_on_mock_data(tmp_path, capsys):
 
 
 def test_wmt14_presets_are_the_papers():
-    from keras_attention.recipes import common
+    from keras_attention.recipes import config as recipe_config
 
-    base = common.parse_config(
+    base = recipe_config.parse_config(
         translate.TranslateConfig, translate.PRESETS, ["--preset", "wmt14_base"]
     )
-    big = common.parse_config(
+    big = recipe_config.parse_config(
         translate.TranslateConfig, translate.PRESETS, ["--preset", "wmt14_big"]
     )
     assert (base.adam_beta_1, base.adam_beta_2, base.adam_epsilon) == (0.9, 0.98, 1e-9)

@@ -1,0 +1,242 @@
+"""A recipe's config: a dataclass whose fields are its command-line flags,
+the flags every recipe has (`TrainingConfig`), parsing them with presets,
+and `main`, which runs a recipe and turns what a user must act on into a
+message."""
+
+import argparse
+import dataclasses
+import json
+import typing
+
+from keras_attention.data import datasets, text_files
+from keras_attention.data.tokenizers import TOKENIZERS
+from keras_attention.recipes import resume
+from keras_attention.recipes.strategy import STRATEGIES, ExportFailed, check_backend_options
+from keras_attention.utils import check_choice
+
+SCHEDULES = ("constant", "warmup")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+# --- Config: a dataclass, one flag per field, the field's help as its help ---
+
+
+def flag(default, help, *, positive=False, choices=None):
+    """A config field and its command-line flag: the default, the help text,
+    and what it accepts (`positive`: > 0 when given; `choices`: one of these).
+    A mutable default (a dict) is copied for every config."""
+    metadata = {"help": help, "positive": positive, "choices": tuple(choices or ())}
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def document_flags(config_class):
+    """Adds the command's flags, with each field's help, to the config's
+    docstring, so the API reference lists them."""
+    lines = [
+        f"- `{flag_name(field)}` (default `{_default(field)!r}`): {field.metadata['help']}"
+        for field in dataclasses.fields(config_class)
+    ]
+    config_class.__doc__ = (
+        (config_class.__doc__ or "").rstrip() + "\n\nFlags:\n\n" + "\n".join(lines)
+    )
+    return config_class
+
+
+def flag_name(field):
+    return "--" + field.name.replace("_", "-")
+
+
+def _default(field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return field.default_factory()
+
+
+@document_flags
+@dataclasses.dataclass
+class TrainingConfig:
+    """The fields every recipe has; each recipe's config adds its own."""
+
+    train_file: str | None = flag(
+        None, "your own training data, a UTF-8 text file (see the help above); replaces --dataset"
+    )
+    validation_file: str | None = flag(
+        None, "your own validation data; None: held out of --train-file"
+    )
+    test_file: str | None = flag(None, "your own test data; None: held out of --train-file")
+    held_out_share: float = flag(
+        0.05, "share of --train-file held out for validation, and again for test", positive=True
+    )
+    skip_bad_lines: bool = flag(
+        False, "skip (and count) lines of the files that lack a column, instead of stopping"
+    )
+    data_dir: str | None = flag(None, "TFDS data folder; None uses TFDS's default")
+    tokenizer: str | None = flag(
+        None, "character, or subword (SentencePiece); None: chosen for the data", choices=TOKENIZERS
+    )
+    vocabulary_size: int | None = flag(
+        None,
+        "subword vocabulary size, reserved ids included; None: chosen for the data",
+        positive=True,
+    )
+    model_preset: str | None = flag(
+        None, "the builder's preset, e.g. tiny, base, big; None: tiny (see the docs)"
+    )
+    model_overrides: dict = flag(
+        {}, 'builder arguments, as JSON: \'{"dropout": 0.1, "num_layers": 3}\''
+    )
+    train_examples: int | None = flag(
+        None, "use only the first N training examples (quick runs)", positive=True
+    )
+    test_examples: int | None = flag(
+        None, "evaluate on only the first N test examples", positive=True
+    )
+    max_length: int = flag(48, "tokens kept per sequence; longer ones are truncated", positive=True)
+    batch_size: int = flag(64, "global batch size, split over the replicas", positive=True)
+    epochs: int | None = flag(
+        None, "passes over the training split; None: chosen for the data", positive=True
+    )
+    shuffle: bool = flag(True, "reshuffle the training examples every epoch")
+    learning_rate: float = flag(2e-3, "peak learning rate (constant schedule)", positive=True)
+    schedule: str = flag(
+        "constant", "constant, or warmup: the paper's rsqrt schedule", choices=SCHEDULES
+    )
+    warmup_steps: int = flag(4000, "linear warm-up steps of the warmup schedule", positive=True)
+    adam_beta_1: float = flag(0.9, "Adam beta_1")
+    adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
+    adam_epsilon: float = flag(1e-9, "Adam epsilon (the paper's 1e-9)")
+    strategy: str = flag(
+        "default",
+        "TensorFlow: default, mirrored, multi_worker or tpu; "
+        "JAX: default or data_parallel (keras.distribution, every device)",
+        choices=STRATEGIES,
+    )
+    precision: str = flag("float32", "float32, mixed_float16 or mixed_bfloat16", choices=PRECISIONS)
+    jit_compile: bool = flag(
+        False, "compile the train step with XLA (on JAX it always is: jax.jit)"
+    )
+    checkpoint_every: int = flag(500, "steps between checkpoints (resume points)", positive=True)
+    seed: int = flag(0, "seed of weights, shuffling, dropout and sampling")
+    deterministic: bool = flag(
+        False, "deterministic TF ops: the same seed, the same weights (slower)"
+    )
+    output_dir: str = flag("runs/train", "where everything of this run is written")
+    export_dir: str | None = flag(None, "TF Serving base folder; None: <output-dir>/serving")
+    export_name: str = flag(
+        "model", "the model's name in TF Serving: <export-dir>/<name>/<version>"
+    )
+    export_version: int | None = flag(
+        None, "None: one more than the highest version there", positive=True
+    )
+    overwrite_export: bool = flag(False, "replace --export-version if it already exists")
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.metadata["choices"] and value is not None:
+                check_choice(flag_name(field), value, field.metadata["choices"])
+            if field.metadata["positive"]:
+                check_positive(flag_name(field), value)
+        if not self.held_out_share < 0.5:
+            raise ValueError(f"--held-out-share must be below 0.5; got {self.held_out_share}")
+        for name in ("validation_file", "test_file"):
+            if getattr(self, name) and not self.train_file:
+                raise ValueError(f"--{name.replace('_', '-')} needs --train-file")
+        check_backend_options(self.strategy, self.jit_compile, self.deterministic)
+        if not isinstance(self.model_overrides, dict):
+            raise ValueError(
+                "--model-overrides must be a JSON object of builder arguments; "
+                f"got {self.model_overrides!r}"
+            )
+
+
+def main(recipe_class, presets, argv=None, description=None):
+    """A recipe's command: parses the flags into `recipe_class.config_class`
+    and runs the recipe.
+
+    What the user must act on (data that is not there, checkpoints that
+    cannot be read, a loss that diverged, an export version that exists)
+    ends with its message and exit status 1, not a traceback.
+    """
+    config = parse_config(recipe_class.config_class, presets, argv, description=description)
+    try:
+        return recipe_class(config).run()
+    except (
+        datasets.DataNotFound,
+        resume.UnreadableCheckpoints,
+        resume.TrainingDiverged,
+        text_files.DataFileError,
+        FileExistsError,
+        ExportFailed,
+    ) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def parse_config(config_class, presets, argv=None, description=None):
+    """Builds the config from `--preset` and then one flag per field.
+
+    Flags override the preset's values; the preset overrides the defaults.
+    Bad values exit with a message naming the flag (argparse), not a traceback.
+    """
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--preset",
+        choices=sorted(presets),
+        default=next(iter(presets)),
+        help="named settings; the flags below override them",
+    )
+    for field in dataclasses.fields(config_class):
+        kind = _value_type(field)
+        help_text = field.metadata["help"]
+        if kind is bool:
+            parser.add_argument(
+                flag_name(field),
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            parser.add_argument(
+                flag_name(field),
+                type=_json_object if kind is dict else kind,
+                default=None,
+                help=help_text,
+                metavar="JSON" if kind is dict else kind.__name__.upper(),
+            )
+    args = vars(parser.parse_args(argv))
+    values = dict(presets[args.pop("preset")])
+    values.update({name: value for name, value in args.items() if value is not None})
+    try:
+        config = config_class(**values)
+    except ValueError as error:
+        parser.error(str(error))
+    return config
+
+
+def _value_type(field):
+    """`int` from `int`, and from `int | None`."""
+    kinds = [
+        kind for kind in typing.get_args(field.type) or (field.type,) if kind is not type(None)
+    ]
+    return kinds[0]
+
+
+def _json_object(text):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"a JSON object is needed, like '{{\"dropout\": 0.1}}'; got {text!r}"
+        )
+    return value
+
+
+def check_positive(flag, value):
+    if value is not None and not value > 0:
+        raise ValueError(f"{flag} must be positive; got {value!r}")

@@ -1,0 +1,381 @@
+"""The outline every recipe follows (`Recipe`), and what its steps share:
+starting a run, tokenisers, the optimizer, batching, and `fit`, one epoch
+at a time and resumable at any step."""
+
+import dataclasses
+import time
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from keras_attention import visualize
+from keras_attention.data import text_files
+from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
+from keras_attention.files import write_json
+from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy, TransformerSchedule
+from keras_attention.recipes import resume
+from keras_attention.recipes.choices import epochs_for, vocabulary_size_for
+from keras_attention.recipes.config import PRECISIONS, TrainingConfig
+from keras_attention.recipes.strategy import make_strategy
+from keras_attention.run_files import RunFiles
+from keras_attention.utils import check_choice
+
+# --- Starting a run ---
+
+
+def set_op_determinism(enabled):
+    """TensorFlow's deterministic ops on or off, as the run asks. Off too,
+    because the setting is global: a run started in the same process after
+    a `--deterministic` one (tests, notebooks) would otherwise stay
+    deterministic, and Keras would silently drop its `--jit-compile`."""
+    if enabled:
+        tf.config.experimental.enable_op_determinism()
+        return
+    # TensorFlow has no public switch back (2.21).
+    from tensorflow.python.framework import config as tf_config
+
+    if tf_config.is_op_determinism_enabled():
+        tf_config.disable_op_determinism()
+
+
+def start_run(config):
+    """Seeds, precision and strategy (made before anything else touches
+    TensorFlow's devices), the run's folder, and its resolved config.
+
+    Returns `(strategy, output_dir)`. Workers other than the chief write
+    under `output_dir/.workerN/`, beside, not over, the chief's files.
+    """
+    keras.utils.set_random_seed(config.seed)
+    set_op_determinism(config.deterministic)
+    set_precision(config.precision)
+    strategy = make_strategy(config.strategy, config.batch_size)
+    output_dir = Path(config.output_dir)
+    if not strategy.is_chief:
+        output_dir = output_dir / f".worker{strategy.worker_index}"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_json(RunFiles(output_dir).config, dataclasses.asdict(config))
+    return strategy, output_dir
+
+
+def set_precision(precision):
+    check_choice("--precision", precision, PRECISIONS)
+    keras.config.set_dtype_policy(precision)
+
+
+# --- Steps every recipe takes ---
+
+
+def train_tokenizer(config, texts):
+    """The tokeniser `config.tokenizer` names, learned from `texts` (a list)."""
+    if config.tokenizer == "character":
+        return CharacterTokenizer.train(texts)
+    return SubwordTokenizer.train(texts, config.vocabulary_size)
+
+
+def warn_if_truncated(what, tokenizer, texts, limit):
+    """Says how many training texts have more than `limit` tokens (they are
+    truncated); returns that number."""
+    lengths = tokenizer.tokenize(tf.constant(texts)).row_lengths().numpy()
+    longer = int((lengths > limit).sum())
+    if longer:
+        print(
+            f"WARNING: {longer:,} of {len(texts):,} training {what} have more than {limit} "
+            "tokens and are truncated (raise --max-length to keep them whole)"
+        )
+    return longer
+
+
+def make_optimizer(config, model_dim):
+    """Adam, with a constant learning rate or the paper's warm-up schedule."""
+    if config.schedule == "warmup":
+        learning_rate = TransformerSchedule(model_dim, config.warmup_steps)
+    else:
+        learning_rate = config.learning_rate
+    return keras.optimizers.Adam(
+        learning_rate,
+        beta_1=config.adam_beta_1,
+        beta_2=config.adam_beta_2,
+        epsilon=config.adam_epsilon,
+    )
+
+
+def batching(config, compiles, train_examples=0, epoch=0):
+    """The batching arguments of `keras_attention.data.pipeline` for this run.
+
+    For training (`train_examples`, the size of the shuffle buffer, given):
+    shuffled with the seed `seed + epoch`, so every epoch's order is fixed
+    and a resumed run sees the batches the killed one would have; full
+    batches only, so every replica gets an equal share (a cluster trains
+    like one process) and shapes stay static for XLA and TPUs. `compiles`:
+    whether the step is compiled (`RunStrategy.compiles`).
+    """
+    arguments = dict(
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        pad_to_max_length=compiles,  # one shape: the step compiles once
+    )
+    if train_examples:
+        arguments.update(
+            shuffle_buffer=train_examples if config.shuffle else 0,
+            seed=config.seed + epoch,
+            drop_remainder=True,
+        )
+    return arguments
+
+
+def fit(model, strategy, train_batches, validation, config, output_dir):
+    """`model.fit`, one epoch at a time, resumable at any step (see
+    `resume.py`), with TensorBoard logs and a stop on NaN; returns the
+    training time in seconds.
+
+    `train_batches(epoch)` gives that epoch's training batches, the same
+    ones every time it is asked. Every worker resumes from the chief's
+    checkpoints, which only the chief writes.
+
+    Each `fit` is told how many steps its epoch has. Left to find the end
+    of the data itself, Keras calls the train step once more on the spent
+    iterator, and the ops of that call that do not wait for data still run:
+    the optimizer's step counter is incremented (one phantom step an
+    epoch), and under `mirrored` on some replicas' copies of it and not
+    others, as timing falls. The next step then applies Adam's bias
+    correction for different steps on different replicas, and their copies
+    of the weights drift apart (measured: the replicas' weights differed
+    after the first step of an epoch in about half the runs; two
+    uninterrupted runs ended apart).
+    """
+    checkpoints = resume.Checkpoints(
+        RunFiles(config.output_dir).checkpoints,
+        writer=Path(output_dir) == Path(config.output_dir),
+    )
+    with strategy.scope():  # the optimizer's variables are built here
+        start = checkpoints.restore(model)
+    if start.epoch >= config.epochs:
+        print(f"Training is complete ({config.epochs} epochs); evaluating.")
+    # The same every epoch: batches are full and drawn from buckets of
+    # lengths, so their number does not depend on the order.
+    steps_per_epoch = count_batches(train_batches(start.epoch))
+    # The same for the validation pass, which would otherwise warn that its
+    # input "ran out of data" at the end of every epoch.
+    validation_steps = count_batches(validation) if validation is not None else None
+    tensorboard = keras.callbacks.TensorBoard(str(RunFiles(output_dir).logs))
+    progress = resume.EpochProgress(config.epochs)
+    started = time.time()
+    for epoch in range(start.epoch, config.epochs):
+        position = start if epoch == start.epoch else resume.Position(epoch)
+        if position.step >= steps_per_epoch:
+            continue  # killed between the epoch's last step and its end
+        # A fresh dataset: its first pass has the order the killed run's had.
+        model.fit(
+            train_batches(epoch).skip(position.step),
+            steps_per_epoch=steps_per_epoch - position.step,
+            shuffle=False,  # the pipeline shuffles, with a seed per epoch
+            validation_data=validation,
+            validation_steps=validation_steps,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
+            verbose=2,
+            callbacks=[
+                # First the NaN check, so no checkpoint keeps broken weights.
+                resume.StopOnNaN(position),
+                resume.SaveEvery(checkpoints, config.checkpoint_every, position),
+                tensorboard,
+                progress,
+            ],
+        )
+    return time.time() - started
+
+
+def count_batches(dataset):
+    """The number of batches in one pass of `dataset`."""
+    return int(dataset.reduce(0, lambda count, _: count + 1))
+
+
+# --- The outline every recipe follows ---
+
+
+class Recipe:
+    """One run of a recipe, in the same order for every recipe: `run()`
+    starts the run (seeds, precision, strategy, its folder and config), then
+    calls the parts each recipe fills in:
+
+    1. `prepare(output_dir)`: the data and the vocabularies (learned from the
+       training split only, saved under `output_dir`); returns
+       `train_batches(epoch)`, the validation batches and a short description
+       of the data for the summary line;
+    2. `build_model()` and `loss_and_metrics()`, under the strategy's scope;
+    3. (training: `fit`, shared);
+    4. `evaluate(model)`: the test split's results, a dict, which `run`
+       writes to `evaluation.json` before saving `model.keras`;
+    5. `export(model, output_dir)`: the SavedModel for TF Serving;
+    6. `draw(model, output_dir, export_path)`: an attention map.
+    """
+
+    config_class = TrainingConfig
+    model_name = "model"  # how the summary line names the model
+    built_in_epochs = 3  # epochs on the built-in dates task
+
+    def __init__(self, config):
+        self.config = config
+
+    def prepare(self, output_dir):
+        raise NotImplementedError
+
+    def build_model(self):
+        raise NotImplementedError
+
+    def training_and_validation(self, pipeline, train, train_count, validation):
+        """`train_batches(epoch)` and the validation batches, each made by
+        `pipeline(data, **batching arguments)` (see `batching`) and
+        distributed as the strategy needs; `train_count` is the number of
+        training examples (the shuffle buffer)."""
+        distribute = self.strategy.distribute
+
+        def train_batches(epoch):
+            return distribute(pipeline(train, **self.batching(train_count, epoch)))
+
+        return train_batches, distribute(pipeline(validation, **self.batching()))
+
+    def batching(self, train_examples=0, epoch=0):
+        """The batching arguments of this run (see `batching`)."""
+        compiles = self.strategy.compiles(self.config.jit_compile)
+        return batching(self.config, compiles, train_examples, epoch)
+
+    def read_files(self, read):
+        """`{"train": [...], "validation": [...], "test": [...]}` from
+        `--train-file`, `--validation-file` and `--test-file`, each read by
+        `read(path)`, which returns `(examples, skipped lines)`. A split
+        without its own file is held out of the training file by a hash of
+        the source (`text_files.hold_out`), so no source is in two splits."""
+        config = self.config
+
+        def load(path):
+            examples, skipped = read(path)
+            if skipped:
+                print(f"WARNING: skipped {skipped:,} lines of {path} that lack a column")
+            return examples
+
+        train = load(config.train_file)
+        splits = {"train": train}
+        if not (config.validation_file and config.test_file):
+            rest, validation, test = text_files.hold_out(train, config.held_out_share)
+            if not validation or not test:
+                raise text_files.DataFileError(
+                    f"{config.train_file} has too few examples ({len(train)}) to hold out "
+                    f"{config.held_out_share:.0%} for validation and for test; add lines, or "
+                    "pass --validation-file and --test-file"
+                )
+            # A split given as a file leaves its held-out share in training.
+            splits["train"] = rest + (validation if config.validation_file else [])
+            splits["train"] += test if config.test_file else []
+            splits.update(validation=validation, test=test)
+        for split in ("validation", "test"):
+            path = getattr(config, f"{split}_file")
+            if path:
+                splits[split] = load(path)
+        described = []
+        for split, examples in splits.items():
+            source = getattr(config, f"{split}_file") or f"held out of {config.train_file}"
+            described.append(f"{split} {len(examples):,} ({source})")
+        print("Examples: " + ", ".join(described))
+        return splits
+
+    @property
+    def built_in_task(self):
+        """Whether this run trains on the built-in dates task, whose defaults
+        (characters, the tiny preset, greedy decoding) were tuned for it."""
+        return not self.config.train_file and self.config.dataset.startswith("multilingual_dates")
+
+    def choose_for_data(self, texts, **recipe_choices):
+        """Fills in the config's fields left None with what suits the
+        training `texts` (strings; both languages of a translation), prints
+        what it chose, and returns the config. `recipe_choices` are the
+        recipe's own fields' choices, used for those left None."""
+        config = self.config
+        built_in = self.built_in_task
+        choices = dict(
+            tokenizer="character" if built_in else "subword",
+            vocabulary_size=vocabulary_size_for(texts),
+            # On real text (20,000 English-French pairs), a larger model (3+3
+            # layers, d_model 128) was behind tiny after as many epochs and
+            # 1.8x slower a step: within about 10 minutes, tiny learns more.
+            model_preset="tiny",
+            epochs=self.built_in_epochs if built_in else epochs_for(texts),
+            **recipe_choices,
+        )
+        chosen = {name: value for name, value in choices.items() if getattr(config, name) is None}
+        self.config = dataclasses.replace(config, **chosen)
+        if self.config.tokenizer == "character":
+            chosen.pop("vocabulary_size", None)  # not used
+        if chosen:
+            print(
+                "Chosen for the data (set these flags to choose otherwise): "
+                + ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in chosen.items())
+            )
+        return self.config
+
+    def loss_and_metrics(self):
+        return MaskedSparseCrossentropy(), [MaskedAccuracy()]
+
+    def evaluate(self, model):
+        raise NotImplementedError
+
+    def export(self, model, output_dir, target_tokenizer=None, **kwargs):
+        """Exports `model` with `self.tokenizer` for TF Serving (see
+        `keras_attention.export.export_model`, which also writes the base
+        folder's `models.config` and `batching_parameters.txt`) and returns
+        the version folder."""
+        config = self.config
+        base = Path(config.export_dir or RunFiles(output_dir).serving)
+        return self.strategy.export(
+            model, output_dir, base, config, self.tokenizer, target_tokenizer, **kwargs
+        )
+
+    def draw(self, model, output_dir, export_path):
+        raise NotImplementedError
+
+    def run(self):
+        config = self.config
+        strategy, output_dir = start_run(config)
+        self.strategy = strategy
+        self.output_dir = output_dir  # this process's: workers other than the chief write apart
+        train_batches, validation, data_description = self.prepare(output_dir)
+        config = self.config  # with what `prepare` chose for the data
+        files = RunFiles(output_dir)
+        write_json(files.config, dataclasses.asdict(config))
+        with strategy.scope():
+            model = self.build_model()
+            loss, metrics = self.loss_and_metrics()
+            model.compile(
+                optimizer=make_optimizer(config, model.model_dim),
+                loss=loss,
+                metrics=metrics,
+                jit_compile=strategy.compiles(config.jit_compile),
+            )
+        print(
+            f"{self.model_name} ({config.model_preset}): {model.count_params():,} parameters, "
+            f"{data_description}, strategy {config.strategy} "
+            f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
+        )
+        training_seconds = fit(model, strategy, train_batches, validation, config, output_dir)
+        results = {**self.evaluate(model), "training_seconds": round(training_seconds, 1)}
+        print(f"(trained in {training_seconds:.0f} s)")
+        write_json(files.evaluation, results)
+        model.save(files.model)
+        export_path = self.export(model, output_dir)
+        picture = self.draw(model, output_dir, export_path)
+        print(
+            f"\nmodel: {files.model}\nevaluation: {files.evaluation}\n"
+            f"TF Serving export: {export_path}\nattention map: {picture}"
+        )
+        return results
+
+
+def draw_self_attention(model, ids, vocabulary, output_dir, title):
+    """Saves the last layer's self-attention over one sequence `ids [1, T]`
+    as `attention.png`, tokens on both axes, and returns its path."""
+    weights = visualize.attention_maps(model, ids)["self_attention"][-1]
+    tokens = [vocabulary[i] for i in ids[0]]
+    picture = RunFiles(output_dir).attention_picture
+    visualize.plot_attention(weights[0], tokens, tokens, path=picture, title=title)
+    return picture
