@@ -71,15 +71,7 @@ def greedy_search(model, inputs, max_length, start_id=START_ID, end_id=END_ID, u
         (the largest `max_length`, when there is one per sequence); padded
         with 0 after the end token.
     """
-    return _decode(
-        model,
-        inputs,
-        max_length,
-        start_id,
-        end_id,
-        use_cache,
-        choose=lambda logits, position: ops.argmax(logits, axis=-1),
-    )
+    return _decode(model, inputs, max_length, start_id, end_id, use_cache, _most_likely)
 
 
 def sample(
@@ -247,14 +239,7 @@ def beam_search(
 
     def greedy():
         return _decode(
-            model,
-            inputs,
-            max_length,
-            start_id,
-            end_id,
-            use_cache,
-            choose=lambda logits, position: ops.argmax(logits, axis=-1),
-            length_penalty=length_penalty,
+            model, inputs, max_length, start_id, end_id, use_cache, _most_likely, length_penalty
         )
 
     def beams():
@@ -413,6 +398,11 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
         return _strip_start(tokens, is_lm)
     generated = _lengths(tokens) - prompt_length
     return _strip_start(tokens, is_lm), log_prob / _length_penalty(generated, length_penalty)
+
+
+def _most_likely(logits, position):
+    """Greedy search's choice: the most likely token `[B]`."""
+    return ops.argmax(logits, axis=-1)
 
 
 def _prompt(model, inputs, start_id):

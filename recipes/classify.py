@@ -32,6 +32,8 @@ from keras_attention.models import build_transformer_classifier
 from keras_attention.recipes.config import TrainingConfig, document_flags, flag
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
+    Data,
+    Evaluation,
     Recipe,
     draw_self_attention,
     train_tokenizer,
@@ -97,15 +99,16 @@ class ClassifyRecipe(Recipe):
     config_class = ClassifyConfig
     model_name = "classifier"
 
-    def load(self, split):
+    def load(self, split, splits=None, label_names=None):
         """The split's `(text, label id)` pairs, a `tf.data.Dataset`, and the
-        label names; `split` is "train", "validation" or "test"."""
+        label names: of `splits` (the user's files, see `read_files`) with
+        the training file's `label_names`, or of the data set."""
         config = self.config
-        if config.train_file:
-            texts, labels = zip(*self.files[split], strict=True)
-            label_ids = {name: index for index, name in enumerate(self.label_names)}
+        if splits is not None:
+            texts, labels = zip(*splits[split], strict=True)
+            label_ids = {name: index for index, name in enumerate(label_names)}
             label_ids = [label_ids[label] for label in labels]
-            return tf.data.Dataset.from_tensor_slices((list(texts), label_ids)), self.label_names
+            return tf.data.Dataset.from_tensor_slices((list(texts), label_ids)), label_names
         return datasets.labelled_texts(
             config.dataset,
             getattr(config, f"{split}_split"),
@@ -114,82 +117,85 @@ class ClassifyRecipe(Recipe):
         )
 
     def read_labelled_files(self):
-        """The files' `(text, label)` pairs (see `read_files`); the label set
-        is the training file's, which the validation and test files must
+        """The files' `(text, label)` pairs (see `read_files`) and the label
+        set, the training file's, which the validation and test files must
         keep to."""
         config = self.config
         examples, _ = text_files.read_columns(config.train_file, config.skip_bad_lines)
-        self.label_names = sorted({label for _, label in examples})
-        return self.read_files(
-            lambda path: text_files.read_columns(
-                path, config.skip_bad_lines, labels=self.label_names
-            )
+        label_names = sorted({label for _, label in examples})
+        splits = self.read_files(
+            lambda path: text_files.read_columns(path, config.skip_bad_lines, labels=label_names)
         )
+        return splits, label_names
 
     def prepare(self, output_dir):
         config = self.config
+        splits = label_names = None
         if config.train_file:
-            self.files = self.read_labelled_files()
-        train_pairs, self.label_names = self.load("train")
+            splits, label_names = self.read_labelled_files()
+        train_pairs, label_names = self.load("train", splits, label_names)
         if config.train_examples:
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
         config = self.choose_for_data(train_texts)
-        self.tokenizer = train_tokenizer(config, train_texts)
-        warn_if_truncated("texts", self.tokenizer, train_texts, config.max_length)
+        tokenizer = train_tokenizer(config, train_texts)
+        warn_if_truncated("texts", tokenizer, train_texts, config.max_length)
         files = RunFiles(output_dir)
-        self.tokenizer.save(files.vocabulary("text", config.tokenizer))
-        write_json(files.labels, list(self.label_names))
+        tokenizer.save(files.vocabulary("text", config.tokenizer))
+        write_json(files.labels, list(label_names))
 
         train_batches, validation = self.training_and_validation(
-            lambda pairs, **batching: classification_batches(pairs, self.tokenizer, **batching),
+            lambda pairs, **batching: classification_batches(pairs, tokenizer, **batching),
             train_pairs,
             len(train_texts),
-            self.load("validation")[0],
+            self.load("validation", splits, label_names)[0],
         )
-        description = f"{len(train_texts):,} training texts, {len(self.label_names)} classes"
-        return train_batches, validation, description
+        return Data(
+            config=config,
+            tokenizer=tokenizer,
+            label_names=list(label_names),
+            train_batches=train_batches,
+            validation=validation,
+            test=self.load("test", splits, label_names)[0],
+            description=f"{len(train_texts):,} training texts, {len(label_names)} classes",
+        )
 
-    def build_model(self):
+    def build_model(self, data):
         return build_transformer_classifier(
-            self.tokenizer.vocabulary_size,
-            len(self.label_names),
-            preset=self.config.model_preset,
-            **self.config.model_overrides,
+            data.tokenizer.vocabulary_size,
+            len(data.label_names),
+            preset=data.config.model_preset,
+            **data.config.model_overrides,
         )
 
-    def loss_and_metrics(self):
+    def loss_and_metrics(self, data):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
-    def evaluate(self, model):
+    def evaluate(self, model, data, output_dir):
         """Accuracy on the test split, and a few examples."""
-        config = self.config
-        test_pairs = self.load("test")[0].take(config.test_examples or -1)
-        self.test = [(t.decode("utf-8"), int(label)) for t, label in test_pairs.as_numpy_iterator()]
-        self.predictions = predict_labels(model, self.tokenizer, [t for t, _ in self.test], config)
-        correct = int(
-            sum(p == label for p, (_, label) in zip(self.predictions, self.test, strict=True))
-        )
-        print(
-            f"\naccuracy on the test split: {correct / len(self.test):.2%} "
-            f"({correct}/{len(self.test)})"
-        )
-        names = self.label_names
-        for (text, label), prediction in list(zip(self.test, self.predictions, strict=True))[:6]:
+        config = data.config
+        test_pairs = data.test.take(config.test_examples or -1)
+        test = [(t.decode("utf-8"), int(label)) for t, label in test_pairs.as_numpy_iterator()]
+        predictions = predict_labels(model, data.tokenizer, [t for t, _ in test], config)
+        correct = int(sum(p == label for p, (_, label) in zip(predictions, test, strict=True)))
+        print(f"\naccuracy on the test split: {correct / len(test):.2%} ({correct}/{len(test)})")
+        names = data.label_names
+        for (text, label), prediction in list(zip(test, predictions, strict=True))[:6]:
             mark = "ok " if prediction == label else "ERR"
             print(f"  {mark} {text[:60]!r:>50} -> {names[prediction]} (expected {names[label]})")
-        return {"accuracy": correct / len(self.test), "test_examples": len(self.test)}
+        results = {"accuracy": correct / len(test), "test_examples": len(test)}
+        return Evaluation(results, test, list(predictions))
 
-    def export(self, model, output_dir):
-        return super().export(model, output_dir, label_names=self.label_names)
+    def export_arguments(self, data):
+        return {"label_names": data.label_names}
 
-    def draw(self, model, output_dir, export_path):
+    def draw(self, model, output_dir, data, evaluation, export_path):
         """The last layer's self-attention over the first test text."""
-        text = self.test[0][0]
-        ids = self.tokenizer.tokenize(tf.constant([text]))[:, : self.config.max_length]
-        title = f"{text[:40]} -> {self.label_names[self.predictions[0]]}"
+        text = evaluation.examples[0][0]
+        ids = data.tokenizer.tokenize(tf.constant([text]))[:, : data.config.max_length]
+        title = f"{text[:40]} -> {data.label_names[evaluation.predictions[0]]}"
         return draw_self_attention(
-            model, ids.to_tensor().numpy(), self.tokenizer.vocabulary, output_dir, title
+            model, ids.to_tensor().numpy(), data.tokenizer.vocabulary, output_dir, title
         )
 
 

@@ -30,6 +30,8 @@ from keras_attention.models import build_transformer_lm
 from keras_attention.recipes.config import TrainingConfig, document_flags, flag
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
+    Data,
+    Evaluation,
     Recipe,
     count_batches,
     draw_self_attention,
@@ -105,68 +107,61 @@ class LanguageModelRecipe(Recipe):
     config_class = LanguageModelConfig
     model_name = "language model"
 
-    def texts(self, split, count=None):
-        """The split's texts, a `tf.data.Dataset` of strings (the first
-        `count` of them, or all)."""
+    def texts(self, split, splits=None):
+        """The split's texts, a `tf.data.Dataset` of strings: of `splits`
+        (the user's files, see `read_files`), or of the data set."""
         config = self.config
-        if config.train_file:
-            corpus = tf.data.Dataset.from_tensor_slices(self.files[split])
-        else:
-            corpus = datasets.plain_texts(
-                config.dataset, split, config.data_dir, key=config.text_key
-            )
-        return corpus.take(count or -1)
+        if splits is not None:
+            return tf.data.Dataset.from_tensor_slices(splits[split])
+        return datasets.plain_texts(config.dataset, split, config.data_dir, key=config.text_key)
 
     def prepare(self, output_dir):
         config = self.config
+        splits = None
         if config.train_file:
-            self.files = self.read_files(lambda path: (text_files.read_lines(path), 0))
-        train_texts = self.texts("train", config.train_examples)
+            splits = self.read_files(lambda path: (text_files.read_lines(path), 0))
+        train_texts = self.texts("train", splits).take(config.train_examples or -1)
         train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
         config = self.choose_for_data(train_strings)
-        self.tokenizer = train_tokenizer(config, train_strings)
-        warn_if_truncated("texts", self.tokenizer, train_strings, config.max_length - 1)
-        self.tokenizer.save(RunFiles(output_dir).vocabulary("text", config.tokenizer))
+        tokenizer = train_tokenizer(config, train_strings)
+        warn_if_truncated("texts", tokenizer, train_strings, config.max_length - 1)
+        tokenizer.save(RunFiles(output_dir).vocabulary("text", config.tokenizer))
 
         if config.pack_texts:
-            self.check_windows(train_strings, "training")
+            check_windows(tokenizer, train_strings, "training", config)
         train_batches, validation = self.training_and_validation(
             lambda texts, **batching: language_model_batches(
-                texts, self.tokenizer, pack=config.pack_texts, **batching
+                texts, tokenizer, pack=config.pack_texts, **batching
             ),
             train_texts,
             len(train_strings),
-            self.texts("validation"),
+            self.texts("validation", splits),
         )
-        return train_batches, validation, f"{len(train_strings):,} training texts"
+        return Data(
+            config=config,
+            tokenizer=tokenizer,
+            train_batches=train_batches,
+            validation=validation,
+            test=self.texts("test", splits),
+            description=f"{len(train_strings):,} training texts",
+        )
 
-    def check_windows(self, texts, split):
-        """With --pack-texts, a split must fill at least one batch of windows."""
-        config = self.config
-        tokens = sum(len(ids) + 2 for ids in self.tokenizer.tokenize(tf.constant(texts)).numpy())
-        windows = tokens // (config.max_length + 1)
-        if windows < config.batch_size:
-            raise text_files.DataFileError(
-                f"--pack-texts: the {split} split has {tokens:,} tokens, {windows} windows of "
-                f"--max-length {config.max_length}, fewer than --batch-size "
-                f"{config.batch_size}; lower --max-length or --batch-size, or add texts"
-            )
-
-    def build_model(self):
-        overrides = dict(self.config.model_overrides)
-        if self.config.chunk_size is not None:
-            overrides.setdefault("chunk_size", self.config.chunk_size)
+    def build_model(self, data):
+        config = data.config
+        overrides = dict(config.model_overrides)
+        if config.chunk_size is not None:
+            overrides.setdefault("chunk_size", config.chunk_size)
         return build_transformer_lm(
-            self.tokenizer.vocabulary_size, preset=self.config.model_preset, **overrides
+            data.tokenizer.vocabulary_size, preset=config.model_preset, **overrides
         )
 
-    def evaluate(self, model):
+    def evaluate(self, model, data, output_dir):
         """The mean loss per real token of the test split, as perplexity; and
         completions of the first tokens of test texts, sampled top-k."""
-        config = self.config
-        test_texts = self.texts("test", config.test_examples)
+        config, tokenizer = data.config, data.tokenizer
+        test_texts = data.test.take(config.test_examples or -1)
         test_batches = language_model_batches(
-            test_texts, self.tokenizer, pack=config.pack_texts, **self.batching()
+            test_texts, tokenizer, pack=config.pack_texts, **self.batching()
         )
         test_loss = model.evaluate(
             test_batches,
@@ -176,24 +171,36 @@ class LanguageModelRecipe(Recipe):
         )["loss"]
         print(f"\nper-token perplexity on the test split: {math.exp(test_loss):.3f}")
 
-        self.examples = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
-        prompts = self.tokenizer.tokenize(tf.constant(self.examples))[:, : config.prompt_tokens]
-        prompts = tf.concat([tf.fill([len(self.examples), 1], START_ID), prompts.to_tensor()], 1)
+        examples = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
+        prompts = tokenizer.tokenize(tf.constant(examples))[:, : config.prompt_tokens]
+        prompts = tf.concat([tf.fill([len(examples), 1], START_ID), prompts.to_tensor()], 1)
         completions = decoding.sample(
             model, prompts.numpy(), config.max_length, top_k=config.top_k, seed=config.seed
         )
-        prompt_texts = self.tokenizer.detokenize(prompts).numpy()
-        completed = self.tokenizer.detokenize(np.asarray(completions)).numpy()
+        prompt_texts = tokenizer.detokenize(prompts).numpy()
+        completed = [t.decode() for t in tokenizer.detokenize(np.asarray(completions)).numpy()]
         for prompt, text in zip(prompt_texts, completed, strict=True):
-            print(f"  {prompt.decode()!r:>12} -> {text.decode()!r}")
-        return {"perplexity": math.exp(test_loss), "test_loss": test_loss}
+            print(f"  {prompt.decode()!r:>12} -> {text!r}")
+        results = {"perplexity": math.exp(test_loss), "test_loss": test_loss}
+        return Evaluation(results, examples, completed)
 
-    def draw(self, model, output_dir, export_path):
+    def draw(self, model, output_dir, data, evaluation, export_path):
         """The last layer's causal self-attention over a test text."""
-        text_ids = self.tokenizer.tokenize(tf.constant([self.examples[0]])).numpy()[0]
-        ids = np.concatenate([[START_ID], text_ids[: self.config.max_length - 1]])[None]
-        return draw_self_attention(
-            model, ids, self.tokenizer.vocabulary, output_dir, title=self.examples[0]
+        text = evaluation.examples[0]
+        text_ids = data.tokenizer.tokenize(tf.constant([text])).numpy()[0]
+        ids = np.concatenate([[START_ID], text_ids[: data.config.max_length - 1]])[None]
+        return draw_self_attention(model, ids, data.tokenizer.vocabulary, output_dir, title=text)
+
+
+def check_windows(tokenizer, texts, split, config):
+    """With --pack-texts, a split must fill at least one batch of windows."""
+    tokens = sum(len(ids) + 2 for ids in tokenizer.tokenize(tf.constant(texts)).numpy())
+    windows = tokens // (config.max_length + 1)
+    if windows < config.batch_size:
+        raise text_files.DataFileError(
+            f"--pack-texts: the {split} split has {tokens:,} tokens, {windows} windows of "
+            f"--max-length {config.max_length}, fewer than --batch-size "
+            f"{config.batch_size}; lower --max-length or --batch-size, or add texts"
         )
 
 

@@ -4,6 +4,7 @@ at a time and resumable at any step."""
 
 import dataclasses
 import time
+import typing
 from pathlib import Path
 
 import keras
@@ -194,21 +195,46 @@ def count_batches(dataset):
 # --- The outline every recipe follows ---
 
 
+@dataclasses.dataclass
+class Data:
+    """What a recipe's `prepare` hands to the rest of the run."""
+
+    config: TrainingConfig  # the run's config, with what was chosen for the data
+    tokenizer: typing.Any  # the (source) tokeniser, saved in the run's folder
+    train_batches: typing.Callable  # epoch -> that epoch's training batches
+    validation: tf.data.Dataset  # the validation batches
+    test: tf.data.Dataset  # the test split's examples, unbatched
+    description: str  # the data in a few words, for the summary line
+    target_tokenizer: typing.Any = None  # a translation's target tokeniser
+    label_names: list | None = None  # a classifier's classes, in id order
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """What a recipe's `evaluate` hands to `draw`, and its results."""
+
+    results: dict  # written to evaluation.json
+    examples: list  # the test examples evaluated, as the recipe reads them
+    predictions: list  # the model's output for each
+
+
 class Recipe:
     """One run of a recipe, in the same order for every recipe: `run()`
-    starts the run (seeds, precision, strategy, its folder and config), then
-    calls the parts each recipe fills in:
+    starts the run (seeds, precision, the strategy `self.strategy`, its
+    folder and config), then calls the parts each recipe fills in, each
+    handing what it made to the next:
 
-    1. `prepare(output_dir)`: the data and the vocabularies (learned from the
-       training split only, saved under `output_dir`); returns
-       `train_batches(epoch)`, the validation batches and a short description
-       of the data for the summary line;
-    2. `build_model()` and `loss_and_metrics()`, under the strategy's scope;
+    1. `prepare(output_dir) -> Data`: the data, the choices made for it and
+       the vocabularies (learned from the training split only, saved under
+       `output_dir`);
+    2. `build_model(data)` and `loss_and_metrics(data)`, under the
+       strategy's scope;
     3. (training: `fit`, shared);
-    4. `evaluate(model)`: the test split's results, a dict, which `run`
-       writes to `evaluation.json` before saving `model.keras`;
-    5. `export(model, output_dir)`: the SavedModel for TF Serving;
-    6. `draw(model, output_dir, export_path)`: an attention map.
+    4. `evaluate(model, data, output_dir) -> Evaluation`: the test split's results,
+       which `run` writes to `evaluation.json` before saving `model.keras`;
+    5. `export(model, output_dir, data)`: the SavedModel for TF Serving;
+    6. `draw(model, output_dir, data, evaluation, export_path)`: an
+       attention map.
     """
 
     config_class = TrainingConfig
@@ -221,7 +247,7 @@ class Recipe:
     def prepare(self, output_dir):
         raise NotImplementedError
 
-    def build_model(self):
+    def build_model(self, data):
         raise NotImplementedError
 
     def training_and_validation(self, pipeline, train, train_count, validation):
@@ -304,48 +330,58 @@ class Recipe:
             **recipe_choices,
         )
         chosen = {name: value for name, value in choices.items() if getattr(config, name) is None}
-        self.config = dataclasses.replace(config, **chosen)
-        if self.config.tokenizer == "character":
+        config = dataclasses.replace(config, **chosen)
+        if config.tokenizer == "character":
             chosen.pop("vocabulary_size", None)  # not used
         if chosen:
             print(
                 "Chosen for the data (set these flags to choose otherwise): "
                 + ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in chosen.items())
             )
-        return self.config
+        return config
 
-    def loss_and_metrics(self):
+    def loss_and_metrics(self, data):
         return MaskedSparseCrossentropy(), [MaskedAccuracy()]
 
-    def evaluate(self, model):
+    def evaluate(self, model, data, output_dir):
         raise NotImplementedError
 
-    def export(self, model, output_dir, target_tokenizer=None, **kwargs):
-        """Exports `model` with `self.tokenizer` for TF Serving (see
+    def export_arguments(self, data):
+        """What this recipe's export takes beyond the tokenisers (see
+        `keras_attention.export.export_model`)."""
+        return {}
+
+    def export(self, model, output_dir, data):
+        """Exports `model` with its tokenisers for TF Serving (see
         `keras_attention.export.export_model`, which also writes the base
         folder's `models.config` and `batching_parameters.txt`) and returns
         the version folder."""
-        config = self.config
+        config = data.config
         base = Path(config.export_dir or RunFiles(output_dir).serving)
         return self.strategy.export(
-            model, output_dir, base, config, self.tokenizer, target_tokenizer, **kwargs
+            model,
+            output_dir,
+            base,
+            config,
+            data.tokenizer,
+            data.target_tokenizer,
+            **self.export_arguments(data),
         )
 
-    def draw(self, model, output_dir, export_path):
+    def draw(self, model, output_dir, data, evaluation, export_path):
         raise NotImplementedError
 
     def run(self):
-        config = self.config
-        strategy, output_dir = start_run(config)
-        self.strategy = strategy
-        self.output_dir = output_dir  # this process's: workers other than the chief write apart
-        train_batches, validation, data_description = self.prepare(output_dir)
-        config = self.config  # with what `prepare` chose for the data
+        # `output_dir` is this process's: workers other than the chief write apart.
+        self.strategy, output_dir = start_run(self.config)
+        strategy = self.strategy
+        data = self.prepare(output_dir)
+        config = data.config  # with what `prepare` chose for the data
         files = RunFiles(output_dir)
         write_json(files.config, dataclasses.asdict(config))
         with strategy.scope():
-            model = self.build_model()
-            loss, metrics = self.loss_and_metrics()
+            model = self.build_model(data)
+            loss, metrics = self.loss_and_metrics(data)
             model.compile(
                 optimizer=make_optimizer(config, model.model_dim),
                 loss=loss,
@@ -354,16 +390,19 @@ class Recipe:
             )
         print(
             f"{self.model_name} ({config.model_preset}): {model.count_params():,} parameters, "
-            f"{data_description}, strategy {config.strategy} "
+            f"{data.description}, strategy {config.strategy} "
             f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
         )
-        training_seconds = fit(model, strategy, train_batches, validation, config, output_dir)
-        results = {**self.evaluate(model), "training_seconds": round(training_seconds, 1)}
+        training_seconds = fit(
+            model, strategy, data.train_batches, data.validation, config, output_dir
+        )
+        evaluation = self.evaluate(model, data, output_dir)
+        results = {**evaluation.results, "training_seconds": round(training_seconds, 1)}
         print(f"(trained in {training_seconds:.0f} s)")
         write_json(files.evaluation, results)
         model.save(files.model)
-        export_path = self.export(model, output_dir)
-        picture = self.draw(model, output_dir, export_path)
+        export_path = self.export(model, output_dir, data)
+        picture = self.draw(model, output_dir, data, evaluation, export_path)
         print(
             f"\nmodel: {files.model}\nevaluation: {files.evaluation}\n"
             f"TF Serving export: {export_path}\nattention map: {picture}"

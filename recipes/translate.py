@@ -35,7 +35,13 @@ from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
 from keras_attention.recipes.config import TrainingConfig, document_flags, flag
 from keras_attention.recipes.config import main as run_recipe
-from keras_attention.recipes.recipe import Recipe, train_tokenizer, warn_if_truncated
+from keras_attention.recipes.recipe import (
+    Data,
+    Evaluation,
+    Recipe,
+    train_tokenizer,
+    warn_if_truncated,
+)
 from keras_attention.run_files import RunFiles
 
 MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
@@ -167,11 +173,12 @@ class TranslateRecipe(Recipe):
     def model_name(self):
         return self.config.model
 
-    def load_pairs(self, split):
-        """The split's `(source, target)` string pairs, a `tf.data.Dataset`."""
+    def load_pairs(self, split, splits=None):
+        """The split's `(source, target)` string pairs, a `tf.data.Dataset`:
+        of `splits` (the user's files, see `read_files`), or of the data set."""
         config = self.config
-        if config.train_file:
-            sources, targets = zip(*self.files[split], strict=True)
+        if splits is not None:
+            sources, targets = zip(*splits[split], strict=True)
             return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
         return datasets.translation_pairs(
             config.dataset,
@@ -183,102 +190,98 @@ class TranslateRecipe(Recipe):
 
     def prepare(self, output_dir):
         config = self.config
+        splits = None
         if config.train_file:
-            self.files = self.read_files(
+            splits = self.read_files(
                 lambda path: text_files.read_columns(path, config.skip_bad_lines)
             )
-        train_pairs = self.load_pairs("train")
+        train_pairs = self.load_pairs("train", splits)
         if config.train_examples:
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = texts(train_pairs)
         sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
         config = self.choose_for_data(sources + targets, beam_size=1 if self.built_in_task else 4)
         if config.shared_vocabulary:
-            self.tokenizer = self.target_tokenizer = train_tokenizer(config, sources + targets)
+            tokenizer = target_tokenizer = train_tokenizer(config, sources + targets)
         else:
-            self.tokenizer = train_tokenizer(config, sources)
-            self.target_tokenizer = train_tokenizer(config, targets)
-        warn_if_truncated("sources", self.tokenizer, sources, config.max_length)
+            tokenizer = train_tokenizer(config, sources)
+            target_tokenizer = train_tokenizer(config, targets)
+        warn_if_truncated("sources", tokenizer, sources, config.max_length)
         # <s> or </s> takes one place of a target.
-        warn_if_truncated("targets", self.target_tokenizer, targets, config.max_length - 1)
+        warn_if_truncated("targets", target_tokenizer, targets, config.max_length - 1)
         files = RunFiles(output_dir)
-        self.tokenizer.save(files.vocabulary("source", config.tokenizer))
-        self.target_tokenizer.save(files.vocabulary("target", config.tokenizer))
+        tokenizer.save(files.vocabulary("source", config.tokenizer))
+        target_tokenizer.save(files.vocabulary("target", config.tokenizer))
 
         train_batches, validation = self.training_and_validation(
             lambda pairs, **batching: translation_batches(
-                pairs, self.tokenizer, self.target_tokenizer, **batching
+                pairs, tokenizer, target_tokenizer, **batching
             ),
             train_pairs,
             len(train_texts),
-            self.load_pairs("validation"),
+            self.load_pairs("validation", splits),
         )
-        return train_batches, validation, f"{len(train_texts):,} training pairs"
-
-    def build_model(self):
-        return MODELS[self.config.model](
-            self.tokenizer.vocabulary_size,
-            self.target_tokenizer.vocabulary_size,
-            preset=self.config.model_preset,
-            **self.config.model_overrides,
+        return Data(
+            config=config,
+            tokenizer=tokenizer,
+            target_tokenizer=target_tokenizer,
+            train_batches=train_batches,
+            validation=validation,
+            test=self.load_pairs("test", splits),
+            description=f"{len(train_texts):,} training pairs",
         )
 
-    def loss_and_metrics(self):
-        loss = MaskedSparseCrossentropy(self.config.label_smoothing)
+    def build_model(self, data):
+        config = data.config
+        return MODELS[config.model](
+            data.tokenizer.vocabulary_size,
+            data.target_tokenizer.vocabulary_size,
+            preset=config.model_preset,
+            **config.model_overrides,
+        )
+
+    def loss_and_metrics(self, data):
+        loss = MaskedSparseCrossentropy(data.config.label_smoothing)
         return loss, [MaskedAccuracy()]
 
-    def evaluate(self, model):
-        """Exact match of the whole output, sacreBLEU and chrF on the test split."""
-        config = self.config
-        self.test = texts(self.load_pairs("test").take(config.test_examples or -1))
-        sources = [s for s, _ in self.test]
-        self.predictions = translate(
-            model, self.tokenizer, self.target_tokenizer, sources, config, self.strategy
+    def evaluate(self, model, data, output_dir):
+        """Exact match of the whole output, sacreBLEU and chrF on the test
+        split; the translations in `test_translations.tsv`."""
+        config = data.config
+        test = texts(data.test.take(config.test_examples or -1))
+        sources, references = [s for s, _ in test], [t for _, t in test]
+        predictions = translate(
+            model, data.tokenizer, data.target_tokenizer, sources, config, self.strategy
         )
-        references = [[t for _, t in self.test]]
-        correct = sum(p == t for p, t in zip(self.predictions, references[0], strict=True))
+        correct = sum(p == t for p, t in zip(predictions, references, strict=True))
         bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
-        bleu_score = bleu.corpus_score(self.predictions, references)
-        chrf_score = chrf.corpus_score(self.predictions, references)
+        bleu_score = bleu.corpus_score(predictions, [references])
+        chrf_score = chrf.corpus_score(predictions, [references])
         decoding_name = "greedy" if config.beam_size == 1 else f"beam {config.beam_size}"
         print(
             f"\nOn the test split ({decoding_name}): sacreBLEU {bleu_score.score:.2f}, "
-            f"chrF {chrf_score.score:.2f}, exact match {correct / len(self.test):.2%} "
-            f"({correct}/{len(self.test)})"
+            f"chrF {chrf_score.score:.2f}, exact match {correct / len(test):.2%} "
+            f"({correct}/{len(test)})"
         )
-        self.write_translations()
-        return {
-            "exact_match": correct / len(self.test),
+        write_translations(RunFiles(output_dir).test_translations, test, predictions)
+        results = {
+            "exact_match": correct / len(test),
             "sacrebleu": round(bleu_score.score, 2),
             "sacrebleu_signature": str(bleu.get_signature()),
             "chrf": round(chrf_score.score, 2),
             "chrf_signature": str(chrf.get_signature()),
-            "test_examples": len(self.test),
+            "test_examples": len(test),
             "decoding": decoding_name,
         }
+        return Evaluation(results, test, predictions)
 
-    def write_translations(self):
-        """`test_translations.tsv` in the run's folder: source, reference and
-        the model's translation of every test pair, for reading the errors
-        and for other metrics."""
-        lines = [
-            f"{source}\t{reference}\t{prediction}\n"
-            for (source, reference), prediction in zip(self.test, self.predictions, strict=True)
-        ]
-        write_atomically(
-            RunFiles(self.output_dir).test_translations,
-            "source\treference\ttranslation\n" + "".join(lines),
-        )
+    def export_arguments(self, data):
+        return {"beam_size": data.config.beam_size}
 
-    def export(self, model, output_dir):
-        return super().export(
-            model, output_dir, self.target_tokenizer, beam_size=self.config.beam_size
-        )
-
-    def draw(self, model, output_dir, export_path):
+    def draw(self, model, output_dir, data, evaluation, export_path):
         """Translates a few test sources with the export, as TF Serving would,
         and draws which source tokens each output token attended to."""
-        examples = self.test[:8]
+        examples = evaluation.examples[:8]
         served = tf.saved_model.load(str(export_path)).signatures["translate_with_attention"]
         outputs = served(text=tf.constant([s for s, _ in examples]))
         translations = [t.decode("utf-8") for t in outputs["translation"].numpy()]
@@ -286,11 +289,21 @@ class TranslateRecipe(Recipe):
         for (source, target), translation in zip(examples, translations, strict=True):
             mark = "ok " if translation == target else "ERR"
             print(f"  {mark} {source!r:>42} -> {translation}  (expected {target})")
-        if translations != self.predictions[: len(examples)]:
+        if translations != evaluation.predictions[: len(examples)]:
             print("WARNING: the export translates these differently from the trained model")
         title = f"{examples[0][0]} -> {translations[0]}"
         picture = RunFiles(output_dir).attention_picture
         return draw_translation_attention(outputs, picture, title=title)
+
+
+def write_translations(path, test, predictions):
+    """`test_translations.tsv`: source, reference and the model's translation
+    of every test pair, for reading the errors and for other metrics."""
+    lines = [
+        f"{source}\t{reference}\t{prediction}\n"
+        for (source, reference), prediction in zip(test, predictions, strict=True)
+    ]
+    write_atomically(path, "source\treference\ttranslation\n" + "".join(lines))
 
 
 def main(argv=None):

@@ -30,6 +30,8 @@ def smoke(tmp_path_factory):
     return json.loads(output.read_text()), result.stdout
 
 
+# The benchmarks' smoke run (minutes): `pytest -m large`.
+@pytest.mark.large
 def test_every_training_contender_ran(smoke):
     results, stdout = smoke
     for kind in ("encoder", "decoder"):
@@ -48,6 +50,8 @@ def test_every_training_contender_ran(smoke):
     assert "encoder training step (2 layers) on the JAX backend" in stdout
 
 
+# The benchmarks' smoke run (minutes): `pytest -m large`.
+@pytest.mark.large
 def test_self_attention_decoding_and_serving_ran(smoke):
     results, stdout = smoke
     ran = [
@@ -121,6 +125,8 @@ def test_flop_counts_match_a_hand_count():
     assert run.decoder_flops(**sizes) == 3 * run.NUM_LAYERS * (layer_forward + 2 * 160)
 
 
+# The benchmarks' smoke run (minutes): `pytest -m large`.
+@pytest.mark.large
 def test_the_report_renders_every_section(smoke):
     from benchmarks import report
 

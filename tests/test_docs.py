@@ -60,6 +60,8 @@ def test_every_picture_in_the_guide_is_made_by_the_script():
         assert (DOCS / "figures" / name).read_bytes()[:8] == PNG_MAGIC
 
 
+# Trains the guide's models: `pytest -m large`.
+@pytest.mark.large
 def test_the_script_makes_every_picture_from_scratch(tmp_path):
     module = make_figures_module()
     module.main(["--quick", "--output-dir", str(tmp_path / "figures")])

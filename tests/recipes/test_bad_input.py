@@ -102,6 +102,8 @@ def test_mixed_float16_trains_with_loss_scaling_and_finite_numbers(
         keras.config.set_dtype_policy("float32")
 
 
+# Two deterministic runs: `pytest -m large`.
+@pytest.mark.large
 def test_the_same_seed_gives_the_same_weights(dates_data_dir, tmp_path):
     for name in ("first", "second"):
         translate.main(tiny(dates_data_dir, tmp_path / name, "--deterministic", "--epochs", "1"))

@@ -29,6 +29,9 @@ from kill_helpers import (
 )
 from recipe_helpers import tiny_flags
 
+# Each test forks training runs on JAX: `pytest -m large`.
+pytestmark = pytest.mark.large
+
 JAX = {"KERAS_BACKEND": "jax"}
 TWO_HOST_DEVICES = {**JAX, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 BEAM = ("--beam-size", "2")

@@ -78,6 +78,8 @@ def test_imdb_preset_on_mock_data(tmp_path):
     assert json.loads((output_dir / "evaluation.json").read_text())["perplexity"] > 1.0
 
 
+# A long-context run, even at tiny sizes: `pytest -m large`.
+@pytest.mark.large
 def test_long_context_preset_at_tiny_sizes(tmp_path, capsys):
     """`--preset long_context` (packed windows, attention in blocks), at a
     window of 96 tokens in blocks of 32 so that it runs in seconds."""

@@ -14,6 +14,9 @@ from recipe_helpers import free_ports
 import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention.recipes import multi_worker
 
+# Clusters of local worker processes: `pytest -m large`.
+pytestmark = pytest.mark.large
+
 HERE = Path(__file__).parent
 
 

@@ -34,6 +34,9 @@ from kill_helpers import (
 )
 from recipe_helpers import free_ports
 
+# Each test trains and kills several runs, some of several processes: `pytest -m large`.
+pytestmark = pytest.mark.large
+
 
 @pytest.fixture(scope="module")
 def default_strategy_runs(dates_data_dir, tmp_path_factory):

@@ -58,6 +58,8 @@ def test_a_tiny_run_writes_everything(extra, dates_data_dir, tmp_path, capsys):
     assert answer["translation"].shape == (2,)
 
 
+# A run over two logical devices: `pytest -m large`.
+@pytest.mark.large
 def test_mirrored_strategy_on_two_cpu_devices(dates_data_dir, tmp_path):
     script = textwrap.dedent(f"""
         import tensorflow as tf
