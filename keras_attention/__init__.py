@@ -42,4 +42,20 @@ _quiet_tensorflow_in_our_commands()
 from keras_attention import layers, models, objectives  # noqa: E402, F401
 from keras_attention._version import __version__  # noqa: E402, F401
 
-__all__ = ["__version__", "layers", "models", "objectives"]
+# The public modules (`from keras_attention import *` imports them; the API
+# reference documents them) and the version.
+__all__ = [
+    "__version__",
+    "data",
+    "decoding",
+    "export",
+    "files",
+    "layers",
+    "models",
+    "objectives",
+    "recipes",
+    "run_files",
+    "saving",
+    "utils",
+    "visualize",
+]
