@@ -106,10 +106,12 @@ def prepare_offline(name, data_dir=None):
         )
         start = time.perf_counter()
         tfds.disable_progress_bar()
-        with contextlib.redirect_stdout(io.StringIO()), builder.progress_bar():
-            builder.download_and_prepare()
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), builder.progress_bar():
+                builder.download_and_prepare()
+        finally:
+            tfds.display_progress_bar(True)
     finally:
-        tfds.display_progress_bar(True)
         absl_logger.setLevel(level)
     print(f"Generated in {time.perf_counter() - start:.0f} s", flush=True)
 
