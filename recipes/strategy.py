@@ -88,10 +88,10 @@ class RunStrategy:
         (then every batch is padded to one shape, so it compiles once)."""
         raise NotImplementedError
 
-    def compile_decoding(self, model, search):
+    def compile_decoding(self, model, search, max_length):
         """`search(ids) -> ids` (a decoding of `model`) compiled for this
-        backend; the returned function takes and returns numpy-convertible
-        ids."""
+        backend; the returned function takes numpy ids `[B, S]`, S <=
+        `max_length`, and returns numpy-convertible ids."""
         raise NotImplementedError
 
     def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
@@ -149,7 +149,7 @@ class TensorFlowStrategy(RunStrategy):
     def compiles(self, jit_compile):
         return jit_compile
 
-    def compile_decoding(self, model, search):
+    def compile_decoding(self, model, search, max_length):
         return tf.function(search, reduce_retracing=True)
 
     def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
@@ -217,8 +217,9 @@ class JaxStrategy(RunStrategy):
     def compiles(self, jit_compile):
         return True
 
-    def compile_decoding(self, model, search):
+    def compile_decoding(self, model, search, max_length):
         import jax
+        import numpy as np
 
         # The weights are arguments, not constants folded into the program.
         @jax.jit
@@ -227,7 +228,12 @@ class JaxStrategy(RunStrategy):
             with keras.StatelessScope(state_mapping=mapping):
                 return search(ids)
 
-        return lambda ids: search_with([variable.value for variable in model.variables], ids)
+        def decode(ids):
+            # Padded to `max_length`, so the search compiles once.
+            ids = np.pad(ids, [(0, 0), (0, max_length - ids.shape[1])])
+            return search_with([variable.value for variable in model.variables], ids)
+
+        return decode
 
     def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
         return export_with_tensorflow(output_dir, base, config)

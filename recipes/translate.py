@@ -127,9 +127,7 @@ def texts(pairs):
 def translate(model, source_tokenizer, target_tokenizer, sources, config, strategy):
     """Python strings in, Python strings out, decoded in batches with the
     export's input steps (UTF-8 repair, tokenise, truncate) and a search
-    compiled for the backend (`RunStrategy.compile_decoding`). Where the
-    step compiles for one shape (JAX), ids are padded to --max-length, so
-    the search compiles once."""
+    compiled for the backend (`RunStrategy.compile_decoding`)."""
     max_length = config.max_length
 
     def search(ids):
@@ -138,15 +136,12 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config, strate
             return output
         return decoding.greedy_search(model, ids, max_length)
 
-    decode = strategy.compile_decoding(model, search)
-    pad = strategy.compiles(config.jit_compile)
+    decode = strategy.compile_decoding(model, search, max_length)
     outputs = []
     for start in range(0, len(sources), config.eval_batch_size):
         batch = tf.constant(sources[start : start + config.eval_batch_size])
-        ids = token_ids(source_tokenizer, batch, max_length)
-        if pad:
-            ids = tf.pad(ids, [[0, 0], [0, max_length - tf.shape(ids)[1]]])
-        output = target_tokenizer.detokenize(np.asarray(decode(ids.numpy())))
+        ids = token_ids(source_tokenizer, batch, max_length).numpy()
+        output = target_tokenizer.detokenize(np.asarray(decode(ids)))
         outputs += [t.decode("utf-8") for t in output.numpy()]
     return outputs
 
