@@ -218,7 +218,7 @@ class Seq2SeqAttention(ZooModel):
         check_positive_int("units", units)
         check_choice("cell", cell, CELLS)
         check_rate("dropout", dropout)
-        policy = pop_dtype_policy(kwargs)
+        policy = pop_dtype_policy(type(self), kwargs)
 
         # === Layers ===
         self.source_embedding = keras.layers.Embedding(

@@ -105,7 +105,7 @@ class Transformer(ZooModel):
                 f"source_vocabulary_size={source_vocabulary_size}, "
                 f"target_vocabulary_size={target_vocabulary_size}"
             )
-        policy = pop_dtype_policy(kwargs)
+        policy = pop_dtype_policy(type(self), kwargs)
         stack_kwargs = dict(
             num_layers=num_layers,
             num_heads=num_heads,

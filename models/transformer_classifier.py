@@ -72,7 +72,7 @@ class TransformerClassifier(ZooModel):
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("num_classes", num_classes)
         check_choice("pooling", pooling, POOLINGS)
-        policy = pop_dtype_policy(kwargs)
+        policy = pop_dtype_policy(type(self), kwargs)
 
         self.pooling = pooling  # read by `logits`, which builds the graph below
 

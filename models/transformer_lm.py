@@ -89,7 +89,7 @@ class TransformerLM(ZooModel):
         check_choice("positions", positions, POSITIONS)
         if positions == "learned" and max_length is None:
             raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
-        policy = pop_dtype_policy(kwargs)
+        policy = pop_dtype_policy(type(self), kwargs)
 
         # === Layers ===
         self.token_embedding = TokenEmbedding(

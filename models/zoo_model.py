@@ -53,8 +53,32 @@ class ZooModel(keras.Model):
         return build_from_config(cls, config, lambda arguments: cls(**arguments), known)
 
 
-def pop_dtype_policy(kwargs):
+class UnknownArgument(TypeError):
+    """A model or builder was given an argument it does not take (a typo)."""
+
+
+# What a zoo model's `**kwargs` may hold: `keras.Model`'s own arguments.
+MODEL_KWARGS = ("name", "trainable", "dtype")
+
+
+def pop_dtype_policy(model_class, kwargs):
     """Removes `dtype` from a model's keyword arguments and returns the dtype
-    policy that every layer of the model gets (the global one by default)."""
+    policy that every layer of the model gets (the global one by default).
+
+    Any keyword other than `keras.Model`'s `name`, `trainable` and `dtype`
+    is refused: `keras.Model` would drop it without a word, so a typo such
+    as `num_layer=3` would build the default model.
+    """
+    unknown = sorted(set(kwargs) - set(MODEL_KWARGS))
+    if unknown:
+        takes = [
+            name
+            for name in inspect.signature(model_class.__init__).parameters
+            if name not in ("self", "kwargs")
+        ]
+        raise UnknownArgument(
+            f"{model_class.__name__} got an unexpected keyword argument {unknown[0]!r}. "
+            f"It takes: {', '.join(takes + list(MODEL_KWARGS))}"
+        )
     dtype = kwargs.pop("dtype", None)
     return keras.dtype_policies.get(dtype) if dtype else keras.config.dtype_policy()

@@ -10,6 +10,7 @@ import typing
 
 from keras_attention.data import datasets, text_files
 from keras_attention.data.tokenizers import TOKENIZERS
+from keras_attention.models.zoo_model import UnknownArgument
 from keras_attention.recipes import resume
 from keras_attention.recipes.strategy import STRATEGIES, ExportFailed, check_backend_options
 from keras_attention.utils import check_choice
@@ -170,6 +171,7 @@ def main(recipe_class, presets, argv=None, description=None):
         text_files.DataFileError,
         FileExistsError,
         ExportFailed,
+        UnknownArgument,  # a typo in --model-overrides
     ) as error:
         raise SystemExit(f"error: {error}") from None
 

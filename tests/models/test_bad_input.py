@@ -67,3 +67,27 @@ def test_a_layer_config_from_another_version_is_refused_with_a_message():
         match=r"(?s)MultiHeadSelfAttention cannot be built.*num_query_groups.*older than 0.1.0",
     ):
         MultiHeadSelfAttention.from_config(config)
+
+
+@pytest.mark.parametrize(
+    "build,arguments,model_name",
+    [
+        (keras_attention.models.build_transformer, (20, 20), "Transformer"),
+        (keras_attention.models.build_transformer_lm, (20,), "TransformerLM"),
+        (keras_attention.models.build_transformer_classifier, (20, 3), "TransformerClassifier"),
+        (keras_attention.models.build_seq2seq_attention, (20, 20), "Seq2SeqAttention"),
+    ],
+)
+def test_an_argument_a_builder_does_not_know_is_a_type_error_naming_it(
+    build, arguments, model_name
+):
+    """`keras.Model` drops keyword arguments it does not know without a word:
+    `num_layer=3` (for `num_layers`) would have built the default model."""
+    message = rf"{model_name} got an unexpected keyword argument 'num_layer'\. It takes: .*name"
+    with pytest.raises(TypeError, match=message):
+        build(*arguments, num_layer=3)
+    model_class = getattr(keras_attention.models, model_name)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dropuot'"):
+        model_class(*arguments, dropuot=0.2)
+    # keras.Model's own arguments still pass.
+    assert build(*arguments, name="named", trainable=False).name == "named"

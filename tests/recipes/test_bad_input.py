@@ -62,6 +62,18 @@ def stored_floats(weights_file):
     return [a for a in arrays if np.issubdtype(np.asarray(a).dtype, np.floating)]
 
 
+def test_a_typo_in_model_overrides_is_an_error_not_the_default_model(dates_data_dir, tmp_path):
+    output_dir = tmp_path / "run"
+    flags = tiny(dates_data_dir, output_dir, "--model-overrides", '{"num_layer": 3}')
+    with pytest.raises(SystemExit) as stop:
+        translate.main(flags)
+    assert str(stop.value).startswith(
+        "error: Transformer got an unexpected keyword argument 'num_layer'. It takes: "
+    )
+    assert "num_layers" in str(stop.value)
+    assert not (output_dir / "checkpoints").exists()  # nothing trained
+
+
 def test_a_diverging_run_stops_with_a_message_and_keeps_no_nan(dates_data_dir, tmp_path):
     output_dir = tmp_path / "run"
     flags = tiny(dates_data_dir, output_dir, "--learning-rate", "1e12", "--checkpoint-every", "1")
