@@ -12,6 +12,21 @@ settings.register_profile("ci", max_examples=12, deadline=None, derandomize=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+# Session fixtures that train or export (minutes each). Under pytest-xdist
+# (`-n 2`, as the README's command runs the suite) every test that uses one
+# runs in the same worker process, so each is made once, not once a worker.
+SHARED_RUNS = ("exports", "first_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture in SHARED_RUNS:
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(fixture))
+                break
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     keras.utils.set_random_seed(0)

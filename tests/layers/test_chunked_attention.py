@@ -33,8 +33,12 @@ def value_and_gradients(function, inputs, upstream):
         def loss(*args):
             return (function(*args) * upstream).sum()
 
-        gradients = jax.grad(loss, argnums=tuple(range(len(inputs))))(*inputs)
-        return to_numpy(function(*inputs)), [np.asarray(g) for g in gradients]
+        # One program for the forward and backward pass: op by op, JAX
+        # would compile each loop body of the blocked path on every call.
+        value, gradients = jax.jit(
+            lambda *args: (function(*args), jax.grad(loss, argnums=tuple(range(len(args))))(*args))
+        )(*inputs)
+        return to_numpy(value), [np.asarray(g) for g in gradients]
     import tensorflow as tf
 
     inputs = [tf.constant(x) for x in inputs]

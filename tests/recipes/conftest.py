@@ -1,5 +1,11 @@
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
 import pytest
 import tensorflow_datasets as tfds
+from recipe_helpers import tiny_flags
 from tensorflow.python.framework import config as tf_config
 
 import keras_attention.data.multilingual_dates  # noqa: F401
@@ -11,6 +17,32 @@ def dates_data_dir(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("tfds")
     tfds.builder("multilingual_dates", data_dir=data_dir).download_and_prepare()
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def first_run(tmp_path_factory):
+    """A newcomer's first run, made once: the README's command in a fresh
+    process, with no data set prepared yet (an empty TFDS_DATA_DIR, as on a
+    fresh machine, so the run generates it), at tiny sizes, two epochs, the
+    train step compiled by XLA. Its console and its files are checked by
+    test_console.py."""
+    folder = tmp_path_factory.mktemp("first_run")
+    # The test suite quiets TensorFlow for itself (tests/conftest.py); the
+    # command must do it on its own.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["TFDS_DATA_DIR"] = str(folder / "tensorflow_datasets")
+    output_dir = folder / "run"
+    flags = tiny_flags(None, output_dir, "--epochs", "2", "--checkpoint-every", "4")
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_attention.recipes.translate", *flags, "--jit-compile"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=folder,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return SimpleNamespace(output_dir=output_dir, stdout=result.stdout, stderr=result.stderr)
 
 
 @pytest.fixture(autouse=True)
