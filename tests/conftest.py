@@ -15,7 +15,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # Session fixtures that train or export (minutes each). Under pytest-xdist
 # (`-n 2`, as the README's command runs the suite) every test that uses one
 # runs in the same worker process, so each is made once, not once a worker.
-SHARED_RUNS = ("exports", "first_run")
+SHARED_RUNS = ("exports", "first_run", "quick_start_run")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the groups

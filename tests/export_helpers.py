@@ -1,6 +1,7 @@
 """What the export tests share: the task, the inputs, the requests sent to
 the stand-in for TF Serving, and decoding the Python way."""
 
+import json
 import pickle
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from keras_attention import decoding, export
 from keras_attention.data.tokenizers import START_ID
+from keras_attention.run_files import RunFiles
 
 STAND_IN = Path(__file__).parent / "export" / "tf_serving_stand_in.py"
 
@@ -180,3 +182,21 @@ def sampling_inputs(texts, options):
         "top_p": np.array(top_p, np.float32),
         "seed": per_row(*seed),
     }
+
+
+def make_run(exports, folder):
+    """A run folder as the translate recipe leaves it, from the trained
+    translator of the export tests."""
+    folder.mkdir()
+    files = RunFiles(folder)
+    exports.translator.save(files.model)
+    exports.tokenizer.save(files.vocabulary("source", "character"))
+    exports.tokenizer.save(files.vocabulary("target", "character"))
+    config = {
+        "max_length": MAX_LENGTH,
+        "beam_size": BEAM_SIZE,
+        "export_name": "reverse",
+        "tokenizer": "character",
+    }
+    files.config.write_text(json.dumps(config))
+    return folder

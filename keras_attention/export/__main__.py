@@ -2,6 +2,7 @@
 
     python -m keras_attention.export runs/translate
     python -m keras_attention.export runs/translate/model.keras --base serving --name dates
+    python -m keras_attention.export runs/translate --format ctranslate2 --quantization int8
 
 The run's folder (or the `.keras` file in it) holds what a recipe wrote: the
 model, its vocabularies (`*_vocabulary.txt` or `.model`), `config.json` and,
@@ -9,6 +10,10 @@ for a classifier, `labels.json`. The export is a TensorFlow SavedModel, so
 this runs on TensorFlow: started under another Keras backend (a model
 trained on JAX), it says so and runs itself again with
 `KERAS_BACKEND=tensorflow`; the `.keras` file loads on either.
+
+`--format ctranslate2` writes a Transformer run as a CTranslate2 model
+directory instead (default `<run>/ctranslate2`), with the run's vocabulary
+files (SentencePiece models) beside it; it needs `pip install ctranslate2`.
 """
 
 import argparse
@@ -28,7 +33,26 @@ def main(argv=None):
     parser.add_argument("--name", help="the model's name in TF Serving (default: the run's)")
     parser.add_argument("--version", type=int, help="version number (default: the next one)")
     parser.add_argument("--overwrite", action="store_true", help="replace --version if it exists")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="saved_model",
+        help="saved_model (TF Serving, the default) or ctranslate2",
+    )
+    parser.add_argument(
+        "--quantization",
+        help="ctranslate2 only: the weights' type, e.g. int8 (default float32)",
+    )
+    parser.add_argument("--output-dir", help="ctranslate2 only (default: <run>/ctranslate2)")
     args = parser.parse_args(argv)
+    if args.format == "saved_model":
+        for name in ("quantization", "output_dir"):
+            if getattr(args, name) is not None:
+                parser.error(f"--{name.replace('_', '-')} needs --format ctranslate2")
+    else:
+        for name in ("base", "name", "version"):
+            if getattr(args, name) is not None:
+                parser.error(f"--{name} is for --format saved_model (TF Serving's layout)")
 
     import keras
 
@@ -51,24 +75,36 @@ def main(argv=None):
         if not needed.is_file():
             raise SystemExit(f"error: {needed} not found: is {args.run} a finished run?")
     try:
-        version = export_run(
-            model_path, run_dir, args.base, args.name, args.version, args.overwrite
-        )
+        if args.format == "ctranslate2":
+            written = export_run_to_ctranslate2(
+                model_path, run_dir, args.output_dir, args.quantization, args.overwrite
+            )
+        else:
+            written = export_run(
+                model_path, run_dir, args.base, args.name, args.version, args.overwrite
+            )
     except FileExistsError as error:
         raise SystemExit(f"error: {error}") from None
-    print(f"exported {model_path} to {version}")
-    return version
+    except (ValueError, ImportError) as error:
+        if args.format != "ctranslate2":
+            raise
+        # A model CTranslate2 cannot hold, a bad --quantization, no ctranslate2.
+        raise SystemExit(f"error: {error}") from None
+    print(f"exported {model_path} to {written}")
+    return written
 
 
-def export_run(model_path, run_dir, base=None, name=None, version=None, overwrite=False):
-    """Exports the model at `model_path` with the vocabularies and config of
-    `run_dir`; returns the version folder. `base` and `name` default to the
-    run's export folder and name."""
+FORMATS = ("saved_model", "ctranslate2")
+
+
+def load_run(model_path, run_dir):
+    """What an export needs of a finished run: `(model, config, files,
+    tokenizer(side))`, where `tokenizer("source")` loads that side's
+    vocabulary."""
     import keras
 
     import keras_attention  # noqa: F401  (registers the models for loading)
     from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
-    from keras_attention.export import export_model
     from keras_attention.run_files import RunFiles
 
     files = RunFiles(run_dir)
@@ -88,6 +124,16 @@ def export_run(model_path, run_dir, base=None, name=None, version=None, overwrit
             raise SystemExit(f"error: no {side} vocabulary in {run_dir}: {file} not found")
         return kind.load(file)
 
+    return model, config, files, tokenizer
+
+
+def export_run(model_path, run_dir, base=None, name=None, version=None, overwrite=False):
+    """Exports the model at `model_path` with the vocabularies and config of
+    `run_dir`; returns the version folder. `base` and `name` default to the
+    run's export folder and name."""
+    from keras_attention.export import export_model
+
+    model, config, files, tokenizer = load_run(model_path, run_dir)
     task = getattr(model, "task", None)
     arguments = {}
     if task == "translation":
@@ -111,6 +157,36 @@ def export_run(model_path, run_dir, base=None, name=None, version=None, overwrit
         **arguments,
     )
     return folder
+
+
+def export_run_to_ctranslate2(
+    model_path, run_dir, output_dir=None, quantization=None, overwrite=False
+):
+    """Writes the run's Transformer as a CTranslate2 model directory
+    (default `<run>/ctranslate2`), the run's vocabulary files beside it;
+    returns the directory."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "--format ctranslate2 needs the ctranslate2 package: pip install ctranslate2"
+        ) from None
+    from keras_attention.export.ctranslate2_model import export_ctranslate2
+
+    model, config, files, tokenizer = load_run(model_path, run_dir)
+    source, target = tokenizer("source"), tokenizer("target")
+    vocabulary_files = sorted(
+        {files.vocabulary(side, config["tokenizer"]) for side in ("source", "target")}
+    )
+    return export_ctranslate2(
+        model,
+        output_dir or Path(run_dir) / "ctranslate2",
+        source,
+        target,
+        quantization=quantization,
+        vocabulary_files=vocabulary_files,
+        overwrite=overwrite,
+    )
 
 
 if __name__ == "__main__":

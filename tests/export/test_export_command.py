@@ -1,34 +1,14 @@
 """`python -m keras_attention.export RUN`: a finished run's folder to TF
 Serving's layout, from either Keras backend."""
 
-import json
 import os
 import subprocess
 import sys
 
 import tensorflow as tf
-from export_helpers import BEAM_SIZE, MAX_LENGTH, TEXTS, decode_in_process
+from export_helpers import TEXTS, decode_in_process, make_run
 
 from keras_attention import export
-from keras_attention.run_files import RunFiles
-
-
-def make_run(exports, folder):
-    """A run folder as the translate recipe leaves it, from the trained
-    translator of the export tests."""
-    folder.mkdir()
-    files = RunFiles(folder)
-    exports.translator.save(files.model)
-    exports.tokenizer.save(files.vocabulary("source", "character"))
-    exports.tokenizer.save(files.vocabulary("target", "character"))
-    config = {
-        "max_length": MAX_LENGTH,
-        "beam_size": BEAM_SIZE,
-        "export_name": "reverse",
-        "tokenizer": "character",
-    }
-    files.config.write_text(json.dumps(config))
-    return folder
 
 
 def test_a_run_exports_from_tensorflow_and_from_jax(exports, tmp_path):

@@ -1,6 +1,8 @@
 """Every recipe on a user's own text files: the splits held out, the choices
 made for the data, and bad files refused with a message and exit status 1."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -38,22 +40,31 @@ def readme_quick_start_flags():
     return line.split(command)[1].split()
 
 
-def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(examples, tmp_path, capsys):
-    """The README's command, on a small file and with a short run's flags
-    added, from the folder that has `pairs.tsv`."""
+@pytest.fixture(scope="module")
+def quick_start_run(examples, tmp_path_factory):
+    """The README's quick-start command, on a small file and with a short
+    run's flags added: `(the run's folder, what it printed)`, for the tests
+    of what it chose and of its CTranslate2 export."""
+    folder = tmp_path_factory.mktemp("quick_start")
     pairs = write_lines(
-        tmp_path / "pairs.tsv",
+        folder / "pairs.tsv",
         [f"{e.source}\t{e.target}\tCC-BY 2.0 attribution #{i}" for i, e in enumerate(examples)],
         header=b"\xef\xbb\xbf",
     )
     flags = readme_quick_start_flags()
     assert flags == ["--train-file", "pairs.tsv", "--output-dir", "runs/mine"]
-    output_dir = tmp_path / "runs" / "mine"
+    output_dir = folder / "runs" / "mine"
     flags = [str(pairs) if flag == "pairs.tsv" else flag for flag in flags]
     flags = [str(output_dir) if flag == "runs/mine" else flag for flag in flags]
-    translate.main([*flags, *SMALL_RUN])
-    printed = capsys.readouterr().out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        translate.main([*flags, *SMALL_RUN])
+    return output_dir, printed.getvalue()
 
+
+def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_run):
+    """The README's command, from the folder that has `pairs.tsv`."""
+    output_dir, printed = quick_start_run
     assert "held out of" in printed
     assert (
         "Chosen for the data (set these flags to choose otherwise): --tokenizer subword, "
@@ -84,6 +95,43 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(examples, tmp
     serving = output_dir / "serving"
     assert 'base_path: "/models/translate"' in (serving / "models.config").read_text()
     assert "max_batch_size { value: 32 }" in (serving / "batching_parameters.txt").read_text()
+
+
+def test_a_subword_run_exports_to_ctranslate2_with_its_sentencepiece_models(quick_start_run):
+    """CTranslate2 takes pieces: its model folder carries the run's two
+    SentencePiece models, which give them (word-for-word equality with our
+    model: tests/export/test_ctranslate2.py)."""
+    import ctranslate2
+    import sentencepiece
+
+    output_dir, _ = quick_start_run
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_attention.export",
+            str(output_dir),
+            "--format",
+            "ctranslate2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = output_dir / "ctranslate2"
+    source = sentencepiece.SentencePieceProcessor(
+        model_file=str(folder / "source_vocabulary.model")
+    )
+    target = sentencepiece.SentencePieceProcessor(
+        model_file=str(folder / "target_vocabulary.model")
+    )
+    translator = ctranslate2.Translator(str(folder), intra_threads=1)
+    (answer,) = translator.translate_batch([source.encode("29 novembre 2026", out_type=str)])
+    assert isinstance(target.decode(answer.hypotheses[0]), str)
+    assert set(answer.hypotheses[0]) <= {
+        target.id_to_piece(i) for i in range(target.get_piece_size())
+    }
 
 
 def test_classify_on_files_with_string_labels(examples, tmp_path, capsys):

@@ -1,0 +1,183 @@
+"""A trained `Transformer` as a CTranslate2 model: the same weights, for
+CTranslate2's translator (a C++ engine for fast CPU serving).
+
+CTranslate2 describes a Transformer with a `TransformerSpec`, whose tree of
+weights mirrors the paper's: per encoder layer a self-attention (one fused
+Q/K/V projection, one output projection, its layer norm) and a feed-forward
+network; per decoder layer the same plus an encoder-decoder attention (Q,
+then fused K/V, then output). Our layers keep the same fusions, so each
+weight is copied across, transposed (CTranslate2 stores `[out, in]`, Keras
+`[in, out]`). Three things CTranslate2 would otherwise choose differently
+are set explicitly:
+
+- the position table: ours interleaves sin and cos from position 0, while
+  CTranslate2's built-in sinusoid concatenates the halves;
+- the layer-norm epsilon (ours 1e-6, CTranslate2's default 1e-5);
+- post-norm (`pre_norm=False`) for the paper's post-norm models.
+
+`ctranslate2` is an optional dependency (`pip install ctranslate2`), needed
+only here.
+"""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+from keras import ops
+
+from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID
+
+QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
+# Positions in the table given to CTranslate2: its decoder reads position
+# `t` for its `t`-th step, so the table bounds the lengths it can take.
+DEFAULT_POSITIONS = 1024
+
+
+def _numpy(variable):
+    return np.asarray(ops.convert_to_numpy(variable), dtype="float32")
+
+
+def _linear(spec, dense):
+    spec.weight = _numpy(dense.kernel).T
+    if dense.bias is not None:
+        spec.bias = _numpy(dense.bias)
+
+
+def _layer_norm(spec, norm):
+    spec.gamma = _numpy(norm.gamma)
+    spec.beta = _numpy(norm.beta)
+
+
+def _feed_forward(spec, block):
+    _layer_norm(spec.layer_norm, block.feed_forward_norm)
+    _linear(spec.linear_0, block.feed_forward_intermediate)
+    _linear(spec.linear_1, block.feed_forward_output)
+
+
+def _self_attention(spec, attention, norm):
+    _layer_norm(spec.layer_norm, norm)
+    _linear(spec.linear[0], attention.qkv_projection)  # Q, K, V fused, in that order
+    _linear(spec.linear[1], attention.output_projection)
+
+
+def _cross_attention(spec, attention, norm):
+    _layer_norm(spec.layer_norm, norm)
+    _linear(spec.linear[0], attention.query_projection)
+    _linear(spec.linear[1], attention.key_value_projection)  # K, V fused
+    _linear(spec.linear[2], attention.output_projection)
+
+
+def position_table(model, num_positions=DEFAULT_POSITIONS):
+    """Our sinusoidal positions 0 .. num_positions - 1, `[P, D]`."""
+    zeros = ops.zeros((1, num_positions, model.model_dim))
+    return _numpy(model.positional_encoding(zeros))[0]
+
+
+def check_convertible(model):
+    """Raises `ValueError` naming what CTranslate2's Transformer cannot hold."""
+    if getattr(model, "task", None) != "translation" or not hasattr(model, "encoder"):
+        raise ValueError(
+            "CTranslate2 export takes a Transformer encoder-decoder (build_transformer); "
+            f"received {type(model).__name__}"
+        )
+    blocks = model.encoder.blocks + model.decoder.blocks
+    activations = {block.activation.__name__ for block in blocks}
+    if activations != {"relu"}:
+        raise ValueError(f"CTranslate2 export needs relu feed-forward layers; got {activations}")
+    epsilons = {block.layer_norm_epsilon for block in blocks}
+    if len(epsilons) != 1:
+        raise ValueError(f"CTranslate2 takes one layer-norm epsilon; got {sorted(epsilons)}")
+
+
+def transformer_spec(model, source_vocabulary, target_vocabulary, num_positions=DEFAULT_POSITIONS):
+    """Our `Transformer` as a `ctranslate2.specs.TransformerSpec`, weights
+    filled in; the vocabularies are the token strings in id order."""
+    from ctranslate2.specs import TransformerSpec
+
+    check_convertible(model)
+    spec = TransformerSpec.from_config(
+        (model.num_layers, model.num_layers), model.num_heads, pre_norm=model.norm_first
+    )
+    (epsilon,) = {block.layer_norm_epsilon for block in model.encoder.blocks}
+    spec.config.layer_norm_epsilon = epsilon
+    spec.config.unk_token = source_vocabulary[UNKNOWN_ID]
+    spec.config.bos_token = target_vocabulary[START_ID]
+    spec.config.eos_token = target_vocabulary[END_ID]
+    positions = position_table(model, num_positions)
+    for side, embedding, stack in (
+        (spec.encoder, model.source_embedding, model.encoder),
+        (spec.decoder, model.target_embedding, model.decoder),
+    ):
+        embeddings = side.embeddings[0] if isinstance(side.embeddings, list) else side.embeddings
+        embeddings.weight = _numpy(embedding.embeddings)
+        side.scale_embeddings = bool(embedding.scale)  # times sqrt(d_model)
+        side.position_encodings.encodings = positions
+        if stack.final_norm is not None:  # pre-norm: one norm after the last block
+            _layer_norm(side.layer_norm, stack.final_norm)
+    for layer, block in zip(spec.encoder.layer, model.encoder.blocks, strict=True):
+        _self_attention(layer.self_attention, block.self_attention, block.self_attention_norm)
+        _feed_forward(layer.ffn, block)
+    for layer, block in zip(spec.decoder.layer, model.decoder.blocks, strict=True):
+        _self_attention(layer.self_attention, block.self_attention, block.self_attention_norm)
+        _cross_attention(layer.attention, block.cross_attention, block.cross_attention_norm)
+        _feed_forward(layer.ffn, block)
+    if model.output_projection is None:  # tied to the target embedding
+        spec.decoder.projection.weight = _numpy(model.target_embedding.embeddings)
+    else:
+        _linear(spec.decoder.projection, model.output_projection)
+    spec.register_source_vocabulary(list(source_vocabulary))
+    spec.register_target_vocabulary(list(target_vocabulary))
+    return spec
+
+
+def export_ctranslate2(
+    model,
+    output_dir,
+    source_tokenizer,
+    target_tokenizer,
+    quantization=None,
+    vocabulary_files=(),
+    overwrite=False,
+):
+    """Writes `model` as a CTranslate2 model directory that
+    `ctranslate2.Translator(output_dir)` loads, with `vocabulary_files`
+    (the run's SentencePiece models, say) copied beside it; returns the
+    directory. Written in a temporary folder and renamed into place, so a
+    failure leaves nothing half-written.
+
+    Args:
+        model: a `Transformer` (see `check_convertible`).
+        output_dir: the directory to write; it must not exist unless
+            `overwrite`.
+        source_tokenizer, target_tokenizer: the run's tokenisers; their
+            vocabularies become CTranslate2's.
+        quantization: None (float32) or one of `QUANTIZATIONS`: the weights'
+            type on disk.
+        vocabulary_files: files copied into the directory as they are.
+        overwrite: bool, replace an existing `output_dir`.
+    """
+    from keras_attention.utils import check_choice
+
+    check_convertible(model)
+    if quantization is not None:
+        check_choice("quantization", quantization, QUANTIZATIONS)
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not overwrite:
+        raise FileExistsError(f"{output_dir} already exists; pass overwrite=True to replace it")
+    spec = transformer_spec(model, source_tokenizer.vocabulary, target_tokenizer.vocabulary)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = output_dir.with_name(f".{output_dir.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        partial.mkdir()
+        spec.save(str(partial))
+        for file in vocabulary_files:
+            shutil.copy(file, partial / Path(file).name)
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        partial.rename(output_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return output_dir
