@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from keras import ops
 
-from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID
+from keras_attention.files import write_folder_atomically
+from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID, check_choice
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 # Positions in the table given to CTranslate2: its decoder reads position
@@ -142,8 +143,7 @@ def export_ctranslate2(
     """Writes `model` as a CTranslate2 model directory that
     `ctranslate2.Translator(output_dir)` loads, with `vocabulary_files`
     (the run's SentencePiece models, say) copied beside it; returns the
-    directory. Written in a temporary folder and renamed into place, so a
-    failure leaves nothing half-written.
+    directory, written whole or not at all (`files.write_folder_atomically`).
 
     Args:
         model: a `Transformer` (see `check_convertible`).
@@ -156,8 +156,6 @@ def export_ctranslate2(
         vocabulary_files: files copied into the directory as they are.
         overwrite: bool, replace an existing `output_dir`.
     """
-    from keras_attention.utils import check_choice
-
     check_convertible(model)
     if quantization is not None:
         check_choice("quantization", quantization, QUANTIZATIONS)
@@ -167,17 +165,10 @@ def export_ctranslate2(
     spec = transformer_spec(model, source_tokenizer.vocabulary, target_tokenizer.vocabulary)
     spec.validate()
     spec.optimize(quantization=quantization)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = output_dir.with_name(f".{output_dir.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        partial.mkdir()
-        spec.save(str(partial))
+
+    def write(folder):
+        spec.save(str(folder))
         for file in vocabulary_files:
-            shutil.copy(file, partial / Path(file).name)
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        partial.rename(output_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return output_dir
+            shutil.copy(file, folder / Path(file).name)
+
+    return write_folder_atomically(output_dir, write, replace=overwrite)
