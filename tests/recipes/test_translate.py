@@ -3,16 +3,12 @@ import subprocess
 import sys
 import textwrap
 
-import keras
-import numpy as np
 import pytest
 import recipe_helpers
-import tensorflow as tf
+from recipe_helpers import check_a_tiny_translate_run
 
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.recipes import translate
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def tiny_flags(data_dir, output_dir, *extra):
@@ -27,33 +23,7 @@ def test_an_rnn_run_in_mixed_bfloat16_with_beam_search_writes_everything(
     extra = ["--preset", "dates_bahdanau", "--precision", "mixed_bfloat16", "--beam-size", "2"]
     output_dir = tmp_path / "run"
     translate.main(tiny_flags(dates_data_dir, output_dir, *extra))
-    printed = capsys.readouterr().out
-    assert "exact match" in printed
-
-    config = json.loads((output_dir / "config.json").read_text())
-    assert config["train_examples"] == 256 and config["output_dir"] == str(output_dir)
-    results = json.loads((output_dir / "evaluation.json").read_text())
-    assert results["test_examples"] == 24 and 0.0 <= results["exact_match"] <= 1.0
-    assert results["decoding"] == "beam 2"
-
-    keras.config.set_dtype_policy("float32")
-    model = keras.saving.load_model(output_dir / "model.keras")
-    ids = np.array([[5, 6, 7]])
-    assert model({"source_ids": ids, "target_ids": ids}).shape[:2] == (1, 3)
-    assert (output_dir / "source_vocabulary.txt").read_text().startswith("<pad>\n<s>\n")
-    assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
-    assert any((output_dir / "logs").rglob("events.out.tfevents.*"))
-
-    # The run ends with a servable export that translates as the model did.
-    assert f"Translated by the export in {output_dir / 'serving' / 'translate' / '1'}" in printed
-    assert "translates these differently" not in printed
-    served = tf.saved_model.load(str(output_dir / "serving" / "translate" / "1"))
-    metadata = json.loads(
-        (output_dir / "serving/translate/1/assets.extra/keras_attention.json").read_text()
-    )
-    assert metadata["config"] == config and metadata["beam_size"] == config["beam_size"]
-    answer = served.signatures["serving_default"](text=tf.constant(["", "29.11.2026"]))
-    assert answer["translation"].shape == (2,)
+    check_a_tiny_translate_run(output_dir, capsys.readouterr().out, "beam 2")
 
 
 # A run over two logical devices: `pytest -m large`.
