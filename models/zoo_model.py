@@ -20,6 +20,16 @@ def padding_mask(token_ids):
     return ops.not_equal(token_ids, PAD_ID)
 
 
+# What a zoo model's `**kwargs` may hold: `keras.Model`'s own arguments.
+MODEL_KWARGS = ("name", "trainable", "dtype")
+
+
+def constructor_arguments(model_class):
+    """The names of `model_class.__init__`'s own arguments, in order."""
+    names = inspect.signature(model_class.__init__).parameters
+    return [name for name in names if name not in ("self", "kwargs")]
+
+
 class ZooModel(keras.Model):
     """A functional model built in `__init__`, whose config is its
     constructor's arguments (so it saves to and loads from `.keras` files)."""
@@ -31,8 +41,7 @@ class ZooModel(keras.Model):
         constructor's signature are kept (so each argument is written once,
         in the signature), with the values they hold at the call.
         """
-        names = inspect.signature(type(self).__init__).parameters
-        config = {name: arguments[name] for name in names if name not in ("self", "kwargs")}
+        config = {name: arguments[name] for name in constructor_arguments(type(self))}
         # The policy every layer was given (`pop_dtype_policy`), so a model
         # trained in mixed precision reloads in mixed precision.
         config["dtype"] = arguments["policy"].name
@@ -49,16 +58,12 @@ class ZooModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         # keras.Model would drop an argument it does not know without a word.
-        known = set(inspect.signature(cls.__init__).parameters) | {"name", "trainable", "dtype"}
+        known = {*constructor_arguments(cls), *MODEL_KWARGS}
         return build_from_config(cls, config, lambda arguments: cls(**arguments), known)
 
 
 class UnknownArgument(TypeError):
     """A model or builder was given an argument it does not take (a typo)."""
-
-
-# What a zoo model's `**kwargs` may hold: `keras.Model`'s own arguments.
-MODEL_KWARGS = ("name", "trainable", "dtype")
 
 
 def pop_dtype_policy(model_class, kwargs):
@@ -71,11 +76,7 @@ def pop_dtype_policy(model_class, kwargs):
     """
     unknown = sorted(set(kwargs) - set(MODEL_KWARGS))
     if unknown:
-        takes = [
-            name
-            for name in inspect.signature(model_class.__init__).parameters
-            if name not in ("self", "kwargs")
-        ]
+        takes = constructor_arguments(model_class)
         raise UnknownArgument(
             f"{model_class.__name__} got an unexpected keyword argument {unknown[0]!r}. "
             f"It takes: {', '.join(takes + list(MODEL_KWARGS))}"

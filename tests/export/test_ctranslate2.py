@@ -18,16 +18,17 @@ from keras_attention import decoding
 from keras_attention.data.tokenizers import CharacterTokenizer
 from keras_attention.export.ctranslate2_model import export_ctranslate2
 from keras_attention.models import build_transformer, build_transformer_lm
+from keras_attention.utils import END_ID, PAD_ID
 
 
 def ours(model, tokenizer, ids, max_length, beam_size):
+    """Our answers as token strings, up to (without) `</s>` and padding."""
     tokens, _ = decoding.beam_search(model, ids, max_length, beam_size, length_penalty=0.0)
-    return [
-        [tokenizer.vocabulary[i] for i in row[: list(row).index(2)] if i]
-        if 2 in row
-        else [tokenizer.vocabulary[i] for i in row if i]
-        for row in np.asarray(tokens)
-    ]
+    answers = []
+    for row in np.asarray(tokens).tolist():
+        row = row[: row.index(END_ID)] if END_ID in row else row
+        answers.append([tokenizer.vocabulary[i] for i in row if i != PAD_ID])
+    return answers
 
 
 def theirs(translator, tokenizer, ids, max_length, beam_size):
