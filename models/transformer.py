@@ -72,6 +72,14 @@ class Transformer(ZooModel):
         chunk_size: optional int, attention in blocks of that many positions,
             exact, in memory linear in the length (long sequences); see
             `MultiHeadSelfAttention`. Default None (dense).
+        num_key_value_heads: optional int dividing `num_heads`, grouped-query
+            attention (1 = multi-query): fewer key/value heads, a smaller
+            KV cache. Default None (one per head).
+        window_size: optional int, sliding-window self-attention: each
+            position attends only to those less than `window_size` away.
+            Default None (every position).
+        use_gate: bool, a sigmoid output gate on every attention layer, as
+            Keras core's `use_gate`. Default False.
         share_embeddings: bool, one embedding matrix for source and target
             (the vocabularies must then be one). Default False.
         tie_output_embeddings: bool, the output projection is the target
@@ -93,6 +101,9 @@ class Transformer(ZooModel):
         dropout=0.1,
         norm_first=False,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         share_embeddings=False,
         tie_output_embeddings=False,
         **kwargs,
@@ -113,6 +124,9 @@ class Transformer(ZooModel):
             dropout=dropout,
             norm_first=norm_first,
             chunk_size=chunk_size,
+            num_key_value_heads=num_key_value_heads,
+            window_size=window_size,
+            use_gate=use_gate,
             dtype=policy,
         )
 

@@ -49,6 +49,14 @@ class TransformerClassifier(ZooModel):
         chunk_size: optional int, attention in blocks of that many positions,
             exact, in memory linear in the length (long sequences); see
             `MultiHeadSelfAttention`. Default None (dense).
+        num_key_value_heads: optional int dividing `num_heads`, grouped-query
+            attention (1 = multi-query): fewer key/value heads, a smaller
+            KV cache. Default None (one per head).
+        window_size: optional int, sliding-window self-attention: each
+            position attends only to those less than `window_size` away.
+            Default None (every position).
+        use_gate: bool, a sigmoid output gate on every attention layer, as
+            Keras core's `use_gate`. Default False.
         pooling: str, `"mean"` or `"first"`. Default `"mean"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
@@ -66,6 +74,9 @@ class TransformerClassifier(ZooModel):
         dropout=0.1,
         norm_first=False,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         pooling="mean",
         **kwargs,
     ):
@@ -91,6 +102,9 @@ class TransformerClassifier(ZooModel):
             dropout=dropout,
             norm_first=norm_first,
             chunk_size=chunk_size,
+            num_key_value_heads=num_key_value_heads,
+            window_size=window_size,
+            use_gate=use_gate,
             dtype=policy,
             name="encoder",
         )

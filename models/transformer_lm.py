@@ -58,6 +58,14 @@ class TransformerLM(ZooModel):
         chunk_size: optional int, attention in blocks of that many positions,
             exact, in memory linear in the length (long sequences); see
             `MultiHeadSelfAttention`. Default None (dense).
+        num_key_value_heads: optional int dividing `num_heads`, grouped-query
+            attention (1 = multi-query): fewer key/value heads, a smaller
+            KV cache. Default None (one per head).
+        window_size: optional int, sliding-window self-attention: each
+            position attends only to those less than `window_size` away.
+            Default None (every position).
+        use_gate: bool, a sigmoid output gate on every attention layer, as
+            Keras core's `use_gate`. Default False.
         positions: str, `"sinusoidal"` (any length) or `"learned"` (up to
             `max_length`). Default `"sinusoidal"`.
         max_length: int, the positions a `"learned"` model has; None for
@@ -80,6 +88,9 @@ class TransformerLM(ZooModel):
         dropout=0.1,
         norm_first=True,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         positions="sinusoidal",
         max_length=None,
         tie_output_embeddings=True,
@@ -110,6 +121,9 @@ class TransformerLM(ZooModel):
             dropout=dropout,
             norm_first=norm_first,
             chunk_size=chunk_size,
+            num_key_value_heads=num_key_value_heads,
+            window_size=window_size,
+            use_gate=use_gate,
             dtype=policy,
             name="decoder",
         )

@@ -13,6 +13,7 @@ from keras_attention.layers import (
     TransformerBlock,
     TransformerDecoderBlock,
 )
+from keras_attention.layers._multi_head import check_attention_options
 from keras_attention.models.zoo_model import padding_mask
 from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
 
@@ -30,6 +31,9 @@ class _Stack(Layer):
         dropout=0.1,
         norm_first=False,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -39,6 +43,9 @@ class _Stack(Layer):
         self.dropout = check_rate("dropout", dropout)
         self.norm_first = bool(norm_first)
         self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
+        self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
+            self.num_heads, num_key_value_heads, window_size, use_gate
+        )
         self.supports_masking = True
         self.blocks = [
             self.block_class(
@@ -47,6 +54,9 @@ class _Stack(Layer):
                 dropout=dropout,
                 norm_first=norm_first,
                 chunk_size=chunk_size,
+                num_key_value_heads=num_key_value_heads,
+                window_size=window_size,
+                use_gate=use_gate,
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -74,6 +84,9 @@ class _Stack(Layer):
                 "dropout": self.dropout,
                 "norm_first": self.norm_first,
                 "chunk_size": self.chunk_size,
+                "num_key_value_heads": self.num_key_value_heads,
+                "window_size": self.window_size,
+                "use_gate": self.use_gate,
             }
         )
         return config

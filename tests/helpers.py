@@ -226,3 +226,48 @@ def cross_attention_weights(attention):
     b_k, b_v = np.split(bias, 2, axis=-1)
     W_o, b_o = (to_numpy(w) for w in attention.output_projection.weights)
     return W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o
+
+
+def layer_gradients(layer, inputs, upstream, **call_kwargs):
+    """The layer's output and d/d (inputs, then trainable weights) of
+    sum(output * upstream), on the active backend."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        non_trainable = [v.value for v in layer.non_trainable_variables]
+
+        def loss(weights, inputs):
+            output, _ = layer.stateless_call(weights, non_trainable, *inputs, **call_kwargs)
+            return (output * upstream).sum(), output
+
+        weights = [v.value for v in layer.trainable_variables]
+        (d_weights, d_inputs), output = jax.grad(loss, argnums=(0, 1), has_aux=True)(
+            weights, inputs
+        )
+        return to_numpy(output), [np.asarray(g) for g in (*d_inputs, *d_weights)]
+    import tensorflow as tf
+
+    inputs = [tf.constant(x) for x in inputs]
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        output = layer(*inputs, **call_kwargs)
+        loss = tf.reduce_sum(output * upstream)
+    gradients = tape.gradient(loss, [*inputs, *layer.trainable_variables])
+    return output.numpy(), [g.numpy() for g in gradients]
+
+
+def assert_layers_agree(make_layer, inputs, **call_kwargs):
+    """`make_layer(chunk_size)`: dense (None) and blocked layers with the
+    same weights give the same outputs and gradients (inputs and weights)."""
+    dense_layer, blocked_layer = make_layer(None), make_layer(3)
+    dense_layer(*inputs, **call_kwargs)
+    blocked_layer(*inputs, **call_kwargs)
+    blocked_layer.set_weights(dense_layer.get_weights())
+    upstream = np.random.default_rng(3).normal(size=to_numpy(dense_layer(*inputs)).shape)
+    upstream = upstream.astype("float32")
+    expected, expected_gradients = layer_gradients(dense_layer, inputs, upstream, **call_kwargs)
+    output, gradients = layer_gradients(blocked_layer, inputs, upstream, **call_kwargs)
+    np.testing.assert_allclose(output, expected, atol=1e-5, rtol=1e-5)
+    assert len(gradients) == len(expected_gradients)
+    for index, (got, want) in enumerate(zip(gradients, expected_gradients, strict=True)):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=str(index))

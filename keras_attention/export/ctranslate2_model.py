@@ -85,6 +85,16 @@ def check_convertible(model):
     activations = {block.activation.__name__ for block in blocks}
     if activations != {"relu"}:
         raise ValueError(f"CTranslate2 export needs relu feed-forward layers; got {activations}")
+    for option, plain in (
+        ("num_key_value_heads", None),
+        ("window_size", None),
+        ("use_gate", False),
+    ):
+        value = getattr(model.encoder, option)
+        if value != plain:
+            raise ValueError(
+                f"CTranslate2's Transformer has no {option}; the model has {option}={value!r}"
+            )
     epsilons = {block.layer_norm_epsilon for block in blocks}
     if len(epsilons) != 1:
         raise ValueError(f"CTranslate2 takes one layer-norm epsilon; got {sorted(epsilons)}")

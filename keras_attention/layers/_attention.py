@@ -137,15 +137,34 @@ def softmax(scores):
     return weights, gradient
 
 
+def window_mask(query_length, key_length, window_size, query_start=0):
+    """`[1, Tq, Tk]` mask of a sliding window: query i (at position
+    query_start + i) sees the keys j with |i - j| < `window_size`, as Keras
+    core's `sliding_window`. With a causal mask beside it, each query sees
+    itself and the `window_size - 1` keys before it (Mistral's local
+    attention)."""
+    query_positions = ops.arange(query_length) + query_start  # [Tq]
+    key_positions = ops.arange(key_length)  # [Tk]
+    distance = ops.abs(ops.expand_dims(query_positions, 1) - ops.expand_dims(key_positions, 0))
+    return ops.expand_dims(distance < window_size, 0)
+
+
 def scaled_dot_product_attention(
     query, key, value, mask=None, dropout_layer=None, training=None, heads_first=False
 ):
     """softmax(Q K^T / sqrt(d_k)) V, for all heads at once.
 
+    With fewer key/value heads than query heads (grouped-query attention,
+    Ainslie et al. 2023), each key/value head serves `H // H_kv` query heads
+    in a row: query head h reads key/value head `h // (H // H_kv)`, as in
+    Keras core's `GroupedQueryAttention`. The keys and values are read in
+    place, never copied once per query head.
+
     Args:
         query: `[B, Tq, H, d_k]`.
-        key: `[B, Tk, H, d_k]`, or with `heads_first` `[B, H, Tk, d_k]`.
-        value: `[B, Tk, H, d_v]`, or with `heads_first` `[B, H, Tk, d_v]`.
+        key: `[B, Tk, H_kv, d_k]`, or with `heads_first` `[B, H_kv, Tk, d_k]`;
+            `H_kv` divides `H`.
+        value: `[B, Tk, H_kv, d_v]`, or with `heads_first` `[B, H_kv, Tk, d_v]`.
         mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`.
         dropout_layer: optional `keras.layers.Dropout` applied to the weights.
         training: passed to the dropout layer.
@@ -158,16 +177,30 @@ def scaled_dot_product_attention(
         `(context [B, Tq, H, d_v], weights [B, H, Tq, Tk])`, weights in the
         query's dtype.
     """
-    depth = ops.shape(query)[-1]
+    batch_size, query_length = ops.shape(query)[0], ops.shape(query)[1]
+    num_heads, depth = query.shape[2], query.shape[3]
+    key_value_heads = key.shape[1 if heads_first else 2]
+    groups = num_heads // key_value_heads
     # Step 3 of the explanation: divide by sqrt(d_k) so the softmax does not
     # saturate as d_k grows. Scaling the query first is cheaper (Tq*d_k values
     # instead of Tq*Tk) and the same up to rounding.
     query = query * ops.cast(1.0 / ops.sqrt(ops.cast(depth, "float32")), query.dtype)
     keys = "bhkd" if heads_first else "bkhd"
-    scores = ops.einsum(f"bqhd,{keys}->bhqk", query, key)  # [B, H, Tq, Tk]
+    if groups == 1:
+        scores = ops.einsum(f"bqhd,{keys}->bhqk", query, key)  # [B, H, Tq, Tk]
+    else:
+        # [B, Tq, H, d_k] -> [B, Tq, H_kv, G, d_k]: the G query heads of a group.
+        query = ops.reshape(query, (batch_size, query_length, key_value_heads, groups, depth))
+        scores = ops.einsum(f"bqhgd,{keys}->bhgqk", query, key)  # [B, H_kv, G, Tq, Tk]
+        scores = ops.reshape(scores, (batch_size, num_heads, query_length, -1))
     weights = masked_softmax(scores, mask)
     weights = ops.cast(weights, query.dtype)
     if dropout_layer is not None:
         weights = dropout_layer(weights, training=training)
-    context = ops.einsum(f"bhqk,{keys}->bqhd", weights, value)  # [B, Tq, H, d_v]
+    if groups == 1:
+        context = ops.einsum(f"bhqk,{keys}->bqhd", weights, value)  # [B, Tq, H, d_v]
+    else:
+        grouped = ops.reshape(weights, (batch_size, key_value_heads, groups, query_length, -1))
+        context = ops.einsum(f"bhgqk,{keys}->bqhgd", grouped, value)  # [B, Tq, H_kv, G, d_v]
+        context = ops.reshape(context, (batch_size, query_length, num_heads, value.shape[-1]))
     return context, weights

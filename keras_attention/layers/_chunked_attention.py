@@ -16,7 +16,9 @@ The backward pass is written by hand (a custom gradient): it keeps only the
 output and each query's log-sum-exp, and recomputes each block's scores
 instead of storing them, so forward plus backward need O(T * chunk_size)
 memory per head, not O(T^2). With `causal=True` the blocks wholly above the
-diagonal are skipped, about half of the work.
+diagonal are skipped, about half of the work; with a sliding window
+(`window_size=W`) the blocks wholly outside it are, so time grows as T * W,
+not T^2.
 
 Dropout on the weights draws its keep/drop decisions from a hash of the
 seed, the batch row, the head, the query and the key positions, so the
@@ -40,6 +42,7 @@ def chunked_attention(
     padding_mask=None,
     attention_mask=None,
     causal=False,
+    window_size=None,
     dropout_rate=0.0,
     seed=None,
 ):
@@ -54,6 +57,8 @@ def chunked_attention(
         attention_mask: optional boolean `[B, Tq, Tk]`, True where query i
             may read key j.
         causal: bool, query i reads keys j <= i only (Tq must equal Tk).
+        window_size: optional int, query i reads keys j with |i - j| <
+            `window_size` only.
         dropout_rate: float in [0, 1), dropout on the weights.
         seed: int32 scalar tensor, the dropout draws' seed (needed when
             `dropout_rate > 0`).
@@ -77,7 +82,10 @@ def chunked_attention(
     # keys without causal, masks every block.
     padded_keys = not isinstance(key_pad, int) or key_pad > 0
     mask_every_block = (
-        padding_mask is not None or attention_mask is not None or (padded_keys and not causal)
+        padding_mask is not None
+        or attention_mask is not None
+        or window_size is not None
+        or (padded_keys and not causal)
     )
     lower_triangle = ops.arange(chunk_size)[:, None] >= ops.arange(chunk_size)[None, :]
     real_key = ops.ones((batch_size, key_length), "bool") if padding_mask is None else padding_mask
@@ -106,10 +114,12 @@ def chunked_attention(
         """`[B, 1, c, c]`: True where a query of the block may read a key."""
         mask = ops.slice(real_key, [0, key_block * chunk_size], [batch_size, chunk_size])
         mask = mask[:, None, None, :]
+        query_positions = (query_block * chunk_size + ops.arange(chunk_size))[:, None]
+        key_positions = (key_block * chunk_size + ops.arange(chunk_size))[None, :]
         if causal:
-            query_positions = query_block * chunk_size + ops.arange(chunk_size)
-            key_positions = key_block * chunk_size + ops.arange(chunk_size)
-            mask = mask & (query_positions[:, None] >= key_positions[None, :])[None, None]
+            mask = mask & (query_positions >= key_positions)[None, None]
+        if window_size is not None:
+            mask = mask & (ops.abs(query_positions - key_positions) < window_size)[None, None]
         if attention_mask is not None:
             start = [0, query_block * chunk_size, key_block * chunk_size]
             columns = ops.slice(attention_mask, start, [batch_size, chunk_size, chunk_size])
@@ -127,9 +137,28 @@ def chunked_attention(
         kept = ops.cast(uniform_from_bits(bits) < keep, "float32") / keep
         return ops.reshape(kept, (batch_size, num_heads, chunk_size, chunk_size))
 
+    def reach(block_index, blocks):
+        """`(first, last + 1)`: the blocks of the other axis that hold a
+        position within the window of some position of block `block_index`."""
+        reach = window_size - 1  # the farthest a key may be from its query
+        first = ops.maximum((block_index * chunk_size - reach) // chunk_size, 0)
+        last = ((block_index + 1) * chunk_size - 1 + reach) // chunk_size
+        return first, ops.minimum(last + 1, blocks)
+
     def key_range(query_block):
-        """The key blocks a query block reads: up to the diagonal if causal."""
-        return ops.minimum(query_block + 1, key_blocks) if causal else key_blocks
+        """`(first, last + 1)`: the key blocks a query block reads, up to the
+        diagonal if causal, those within the window if there is one."""
+        first, end = (0, key_blocks) if window_size is None else reach(query_block, key_blocks)
+        if causal:
+            end = ops.minimum(end, query_block + 1)
+        return first, end
+
+    def query_range(key_block):
+        """`(first, last + 1)`: the query blocks that read a key block."""
+        first, end = (0, query_blocks) if window_size is None else reach(key_block, query_blocks)
+        if causal:  # earlier query blocks do not see it
+            first = ops.maximum(first, key_block)
+        return first, end
 
     def block_scores(query_block, key_block, scaled_query, key):
         """`[B, H, c, c]` scores, NEG_INF where masked: exp() of it is
@@ -177,7 +206,8 @@ def chunked_attention(
                 ops.zeros((batch_size, num_heads, chunk_size), "float32"),
                 ops.zeros((batch_size, num_heads, chunk_size, value_dim), "float32"),
             )
-            maximum, total, weighted = blocks_in_turn(0, key_range(query_block), read_keys, start)
+            first, end = key_range(query_block)
+            maximum, total, weighted = blocks_in_turn(first, end, read_keys, start)
             # A query that met no real key (its maximum is still NEG_INF, and
             # its sums count the masked keys) reads nothing: zeros, and a
             # log-sum-exp of +inf, so that the backward pass gives its
@@ -229,9 +259,9 @@ def chunked_attention(
                     d_query = ops.slice_update(d_query, [0, 0, query_block * chunk_size, 0], d_q)
                     return d_query, d_k, d_v
 
-                first = key_block if causal else 0  # earlier query blocks do not see it
+                first, end = query_range(key_block)
                 start = (d_query, ops.zeros_like(k), ops.zeros_like(v))
-                d_query, d_k, d_v = blocks_in_turn(first, query_blocks, read_queries, start)
+                d_query, d_k, d_v = blocks_in_turn(first, end, read_queries, start)
                 where = [0, 0, key_block * chunk_size, 0]
                 d_key = ops.slice_update(d_key, where, d_k)
                 d_value = ops.slice_update(d_value, where, d_v)

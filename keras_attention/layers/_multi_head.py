@@ -1,4 +1,6 @@
-"""What self-attention and cross-attention share: heads, weighted sum, output.
+"""What self-attention and cross-attention share: heads, weighted sum, output,
+and the options of today's attention (grouped-query heads, a sliding window,
+an output gate).
 
 Private to the package: `MultiHeadSelfAttention` and `MultiHeadCrossAttention`
 differ only in where Q, K and V come from.
@@ -7,7 +9,7 @@ differ only in where Q, K and V come from.
 import keras
 from keras import ops
 
-from keras_attention.layers._attention import scaled_dot_product_attention
+from keras_attention.layers._attention import scaled_dot_product_attention, window_mask
 from keras_attention.layers._chunked_attention import chunked_attention
 from keras_attention.utils import (
     Layer,
@@ -28,12 +30,18 @@ class MultiHeadAttentionBase(Layer):
         dropout=0.0,
         use_bias=True,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
+        self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
+            self.num_heads, num_key_value_heads, window_size, use_gate
+        )
         self.key_dim = check_positive_int("key_dim", key_dim, allow_none=True)
         self.value_dim = check_positive_int("value_dim", value_dim, allow_none=True)
         self.dropout = check_rate("dropout", dropout)
@@ -69,22 +77,51 @@ class MultiHeadAttentionBase(Layer):
             name=name,
         )
 
-    def _build_output_projection(self, model_dim):
+    @property
+    def _key_value_heads(self):
+        """H_kv: the key/value heads, `num_heads` unless grouped."""
+        return self.num_key_value_heads or self.num_heads
+
+    def _build_output_projection(self, query_shape):
+        model_dim = query_shape[-1]
         # "Concatenate the heads and multiply by W^O" back to the model width.
         self.output_projection = self._dense(model_dim, "output_projection")
         self.output_projection.build((None, None, self.num_heads * self._value_dim))
+        if self.use_gate:
+            # Gated attention (Qiu et al. 2025, Keras core's `use_gate`): each
+            # head's output is scaled by sigmoid(x W^G), read from the query's
+            # own input, before W^O.
+            self.gate_projection = self._dense(self.num_heads * self._value_dim, "gate_projection")
+            self.gate_projection.build(query_shape)
 
-    def _split_heads(self, x, depth):
-        """`[B, T, H * d]` -> `[B, T, H, d]` (no transpose needed)."""
+    def _split_heads(self, x, depth, num_heads=None):
+        """`[B, T, heads * d]` -> `[B, T, heads, d]` (no transpose needed)."""
         batch_size, length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch_size, length, self.num_heads, depth))
+        return ops.reshape(x, (batch_size, length, num_heads or self.num_heads, depth))
 
-    def _attend(self, query, key, value, mask, training, heads_first=False):
+    def _merge_heads(self, context, query_input):
+        """`[B, Tq, H, d_v]` -> the output `[B, Tq, D]`: the heads side by
+        side (gated, with `use_gate`), projected by W^O."""
+        batch_size, length = ops.shape(context)[0], ops.shape(context)[1]
+        context = ops.reshape(context, (batch_size, length, self.num_heads * self._value_dim))
+        if self.use_gate:
+            gate = ops.sigmoid(self.gate_projection(query_input))  # [B, Tq, H * d_v]
+            context = context * ops.cast(gate, context.dtype)
+        return self.output_projection(context)
+
+    def _window_mask(self, query_length, key_length, query_start=0):
+        """The sliding window's `[1, Tq, Tk]` mask, or None without one."""
+        if self.window_size is None:
+            return None
+        return window_mask(query_length, key_length, self.window_size, query_start)
+
+    def _attend(self, query_input, query, key, value, mask, training, heads_first=False):
         """Weighted sum of V for every head, heads merged and projected.
 
-        query `[B, Tq, H, d_k]`, key `[B, Tk, H, d_k]`, value `[B, Tk, H, d_v]`
-        (with `heads_first`, `[B, H, Tk, d]`: a KV cache), mask broadcastable
-        to `[B, Tq, Tk]` or None.
+        query_input `[B, Tq, D]` (what the queries were projected from),
+        query `[B, Tq, H, d_k]`, key `[B, Tk, H_kv, d_k]`, value
+        `[B, Tk, H_kv, d_v]` (with `heads_first`, `[B, H_kv, Tk, d]`: a KV
+        cache), mask broadcastable to `[B, Tq, Tk]` or None.
         Returns `(output [B, Tq, D], weights [B, H, Tq, Tk])`.
         """
         if mask is not None:
@@ -92,10 +129,7 @@ class MultiHeadAttentionBase(Layer):
         context, weights = scaled_dot_product_attention(
             query, key, value, mask, self.attention_dropout, training, heads_first
         )
-        batch_size, length = ops.shape(context)[0], ops.shape(context)[1]
-        # [B, Tq, H, d_v] -> [B, Tq, H * d_v]: the heads side by side.
-        context = ops.reshape(context, (batch_size, length, self.num_heads * self._value_dim))
-        return self.output_projection(context), weights
+        return self._merge_heads(context, query_input), weights
 
     def _uses_chunks(self, return_attention_scores):
         """The blocked path, unless the weights themselves are asked for:
@@ -103,7 +137,9 @@ class MultiHeadAttentionBase(Layer):
         computes them (the output is the same up to rounding)."""
         return self.chunk_size is not None and not return_attention_scores
 
-    def _attend_in_chunks(self, query, key, value, padding_mask, attention_mask, causal, training):
+    def _attend_in_chunks(
+        self, query_input, query, key, value, padding_mask, attention_mask, causal, training
+    ):
         """As `_attend`, in blocks of `chunk_size` keys and queries, with the
         masks apart (none of `[B, Tq, Tk]` size is made). Returns the output
         `[B, Tq, D]`."""
@@ -112,6 +148,11 @@ class MultiHeadAttentionBase(Layer):
         if rate > 0:  # a new draw each call, from the dropout layer's seed state
             seed_state = self.attention_dropout.seed_generator
             seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=seed_state)
+        # Each key/value head once per query head of its group: [B, Tk, H, d]
+        # (linear in Tk; the blocks then read one head per query head).
+        groups = self.num_heads // self._key_value_heads
+        if groups > 1:
+            key, value = ops.repeat(key, groups, axis=2), ops.repeat(value, groups, axis=2)
         context = chunked_attention(
             query,
             key,
@@ -120,12 +161,11 @@ class MultiHeadAttentionBase(Layer):
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             causal=causal,
+            window_size=self.window_size,
             dropout_rate=rate,
             seed=seed,
         )
-        batch_size, length = ops.shape(context)[0], ops.shape(context)[1]
-        context = ops.reshape(context, (batch_size, length, self.num_heads * self._value_dim))
-        return self.output_projection(context)
+        return self._merge_heads(context, query_input)
 
     def get_config(self):
         config = super().get_config()
@@ -137,8 +177,28 @@ class MultiHeadAttentionBase(Layer):
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
                 "chunk_size": self.chunk_size,
+                "num_key_value_heads": self.num_key_value_heads,
+                "window_size": self.window_size,
+                "use_gate": self.use_gate,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config
+
+
+def check_attention_options(num_heads, num_key_value_heads, window_size, use_gate):
+    """The options of today's attention, checked: `num_key_value_heads` None
+    (one per query head) or a positive int dividing `num_heads`,
+    `window_size` None or a positive int, `use_gate` a bool."""
+    check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
+    if num_key_value_heads is not None and num_heads % num_key_value_heads:
+        raise ValueError(
+            "`num_key_value_heads` must divide `num_heads` (each key/value head "
+            f"serves a whole group of query heads). Received: "
+            f"num_key_value_heads={num_key_value_heads}, num_heads={num_heads}"
+        )
+    check_positive_int("window_size", window_size, allow_none=True)
+    if not isinstance(use_gate, bool):
+        raise ValueError(f"`use_gate` must be True or False. Received: use_gate={use_gate!r}")
+    return num_key_value_heads, window_size, use_gate

@@ -6,6 +6,7 @@ Private to the package.
 
 import keras
 
+from keras_attention.layers._multi_head import check_attention_options
 from keras_attention.utils import Layer, check_positive_int, check_rate, clone_initializer
 
 
@@ -22,6 +23,9 @@ class TransformerBlockBase(Layer):
         layer_norm_epsilon=1e-6,
         norm_first=False,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -35,6 +39,9 @@ class TransformerBlockBase(Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.norm_first = bool(norm_first)
         self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
+        self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
+            self.num_heads, num_key_value_heads, window_size, use_gate
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -47,11 +54,16 @@ class TransformerBlockBase(Layer):
                 f"model width={model_dim}"
             )
 
-    def _attention_kwargs(self):
+    def _attention_kwargs(self, window=True):
+        """The attention layers' arguments; the sliding window is for
+        self-attention (`window=False` leaves it out)."""
         return dict(
             num_heads=self.num_heads,
             dropout=self.attention_dropout,
             chunk_size=self.chunk_size,
+            num_key_value_heads=self.num_key_value_heads,
+            window_size=self.window_size if window else None,
+            use_gate=self.use_gate,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -115,6 +127,9 @@ class TransformerBlockBase(Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "norm_first": self.norm_first,
                 "chunk_size": self.chunk_size,
+                "num_key_value_heads": self.num_key_value_heads,
+                "window_size": self.window_size,
+                "use_gate": self.use_gate,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }

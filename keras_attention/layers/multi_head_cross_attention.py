@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._attention import check_mask, key_mask
+from keras_attention.layers._attention import check_mask, key_mask, merge_masks
 from keras_attention.layers._multi_head import MultiHeadAttentionBase
 
 
@@ -24,6 +24,10 @@ class MultiHeadCrossAttention(MultiHeadAttentionBase):
         chunk_size: optional int: attention in blocks of that many queries
             and keys, in memory linear in the lengths; see
             `MultiHeadSelfAttention`. Default None (dense).
+        num_key_value_heads, window_size, use_gate: grouped-query heads, a
+            sliding window (query i reads context positions j with
+            |i - j| < W) and an output gate read from `query`; see
+            `MultiHeadSelfAttention`.
         kernel_initializer, bias_initializer: initializers of the projections.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
@@ -57,11 +61,11 @@ class MultiHeadCrossAttention(MultiHeadAttentionBase):
         self.query_projection.build(query_shape)
         # W^K and W^V side by side: one matrix multiplication over the context.
         self.key_value_projection = self._dense(
-            self.num_heads * (self._key_dim + self._value_dim), "key_value_projection"
+            self._key_value_heads * (self._key_dim + self._value_dim), "key_value_projection"
         )
         context_dim = model_dim if context_shape is None else context_shape[-1]
         self.key_value_projection.build((None, None, context_dim))
-        self._build_output_projection(model_dim)
+        self._build_output_projection(query_shape)
 
     def call(
         self,
@@ -77,29 +81,33 @@ class MultiHeadCrossAttention(MultiHeadAttentionBase):
             if context is None:
                 raise ValueError("Pass `context` (or `context_cache`). Received: context=None")
             context_cache = self.context_cache(context)
-        key, value = context_cache  # [B, Tk, H, d_k], [B, Tk, H, d_v]
+        key, value = context_cache  # [B, Tk, H_kv, d_k], [B, Tk, H_kv, d_v]
         batch_size, key_length = key.shape[0], key.shape[1]
         context_mask = check_mask("context_mask", context_mask, 2, (batch_size, key_length))
         attention_mask = check_mask(
             "attention_mask", attention_mask, 3, (batch_size, query.shape[1], key_length)
         )
-        query = self._split_heads(self.query_projection(query), self._key_dim)
+        queries = self._split_heads(self.query_projection(query), self._key_dim)
         if self._uses_chunks(return_attention_scores):
             return self._attend_in_chunks(
-                query, key, value, context_mask, attention_mask, False, training
+                query, queries, key, value, context_mask, attention_mask, False, training
             )
-        output, weights = self._attend(
-            query, key, value, key_mask(context_mask, attention_mask), training
-        )
+        window = self._window_mask(ops.shape(query)[1], ops.shape(key)[1])
+        mask = merge_masks(key_mask(context_mask, attention_mask), window)
+        output, weights = self._attend(query, queries, key, value, mask, training)
         if return_attention_scores:
             return output, weights
         return output
 
     def context_cache(self, context):
-        """The keys and values of `context`, `([B, Tk, H, d_k], [B, Tk, H, d_v])`."""
+        """The keys and values of `context`, `([B, Tk, H_kv, d_k], [B, Tk, H_kv, d_v])`."""
         key_value = self.key_value_projection(context)
-        key, value = ops.split(key_value, [self.num_heads * self._key_dim], axis=-1)
-        return self._split_heads(key, self._key_dim), self._split_heads(value, self._value_dim)
+        heads = self._key_value_heads
+        key, value = ops.split(key_value, [heads * self._key_dim], axis=-1)
+        return (
+            self._split_heads(key, self._key_dim, heads),
+            self._split_heads(value, self._value_dim, heads),
+        )
 
     def compute_output_shape(self, query_shape, context_shape=None):
         return tuple(query_shape)

@@ -32,6 +32,19 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             sequences). With `causal`, blocks above the diagonal are skipped.
             A call that asks for `return_attention_scores` or uses `cache`
             takes the dense path.
+        num_key_value_heads: optional int dividing `num_heads`: grouped-query
+            attention (Ainslie et al. 2023), each key/value head shared by
+            `num_heads // num_key_value_heads` query heads in a row; 1 is
+            multi-query attention (Shazeer 2019). The KV cache then holds
+            only these heads. Default None: one per query head.
+        window_size: optional int W: sliding-window (local) attention, query
+            i attends only to keys j with |i - j| < W (with `causal`, itself
+            and the W - 1 before it), as Keras core's `sliding_window`. In
+            blocks, the blocks wholly outside the window are skipped, so
+            time grows as T * W. Default None: every key.
+        use_gate: bool, gated attention (Qiu et al. 2025): each head's output
+            is multiplied by a sigmoid of a projection of `x` before the
+            output projection, as Keras core's `use_gate`. Default False.
         kernel_initializer, bias_initializer: initializers of the projections.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
@@ -41,7 +54,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             get weight 0. In cache mode it covers the cache: `[B, max_length]`.
         attention_mask: optional bool `[B, T, T]` (`[B, T, max_length]` in cache
             mode), True where query i may attend to key j.
-        cache: optional `(key_cache, value_cache)`, each `[B, H, max_length, d]`,
+        cache: optional `(key_cache, value_cache)`, each `[B, H_kv, max_length, d]`,
             from `initial_cache()` or a previous call. The keys and values of
             `x` are written at `cache_index` and `x`'s queries attend to all
             cached positions up to their own (cache mode is always causal).
@@ -73,6 +86,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         use_bias=True,
         causal=False,
         chunk_size=None,
+        num_key_value_heads=None,
+        window_size=None,
+        use_gate=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -84,6 +100,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             dropout=dropout,
             use_bias=use_bias,
             chunk_size=chunk_size,
+            num_key_value_heads=num_key_value_heads,
+            window_size=window_size,
+            use_gate=use_gate,
             kernel_initializer=kernel_initializer,
             bias_initializer=bias_initializer,
             **kwargs,
@@ -94,12 +113,15 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         model_dim = x_shape[-1]
         self._key_dim, self._value_dim = self._head_dims(model_dim)
         # Step 1: one matrix multiplication gives Q, K and V for every head
-        # (W^Q, W^K and W^V side by side).
-        self.qkv_projection = self._dense(
-            self.num_heads * (2 * self._key_dim + self._value_dim), "qkv_projection"
-        )
+        # (W^Q, W^K and W^V side by side; K and V for the H_kv heads only).
+        self._qkv_widths = [
+            self.num_heads * self._key_dim,
+            self._key_value_heads * self._key_dim,
+            self._key_value_heads * self._value_dim,
+        ]
+        self.qkv_projection = self._dense(sum(self._qkv_widths), "qkv_projection")
         self.qkv_projection.build(x_shape)
-        self._build_output_projection(model_dim)
+        self._build_output_projection(x_shape)
 
     def call(
         self,
@@ -119,27 +141,27 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             "attention_mask", attention_mask, 3, (batch_size, static_length, key_length)
         )
 
-        qkv = self.qkv_projection(x)  # [B, T, H * (2 d_k + d_v)]
-        query, key, value = ops.split(
-            qkv, [self.num_heads * self._key_dim, 2 * self.num_heads * self._key_dim], axis=-1
-        )
+        qkv = self.qkv_projection(x)  # [B, T, H * d_k + H_kv * (d_k + d_v)]
+        query_width, key_width, _ = self._qkv_widths
+        query, key, value = ops.split(qkv, [query_width, query_width + key_width], axis=-1)
         query = self._split_heads(query, self._key_dim)  # [B, T, H, d_k]
-        key = self._split_heads(key, self._key_dim)  # [B, T, H, d_k]
-        value = self._split_heads(value, self._value_dim)  # [B, T, H, d_v]
+        key = self._split_heads(key, self._key_dim, self._key_value_heads)  # [B, T, H_kv, d_k]
+        value = self._split_heads(value, self._value_dim, self._key_value_heads)
 
         length = ops.shape(x)[1]
         if cache is None:
             padding_mask = merge_masks(padding_mask, mask)
             if self._uses_chunks(return_attention_scores):
                 return self._attend_in_chunks(
-                    query, key, value, padding_mask, attention_mask, self.causal, training
+                    x, query, key, value, padding_mask, attention_mask, self.causal, training
                 )
             future_mask = causal_mask(length, length) if self.causal else None
+            window = self._window_mask(length, length)
         else:
             if cache_index is None:
                 raise ValueError("`cache_index` is required when `cache` is given.")
             # Keep the keys and values of earlier steps; add this step's. The
-            # cache is heads first, [B, H, max_length, d], as the products read it.
+            # cache is heads first, [B, H_kv, max_length, d], as the products read it.
             key_cache, value_cache = cache
             start = [0, 0, cache_index, 0]
             key = ops.slice_update(key_cache, start, self._heads_first(key, key_cache.dtype))
@@ -149,21 +171,22 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             cache = (key, value)
             # Positions after this step are not written yet: always causal.
             future_mask = causal_mask(length, ops.shape(key)[2], cache_index)
+            window = self._window_mask(length, ops.shape(key)[2], cache_index)
 
-        mask = merge_masks(key_mask(padding_mask, attention_mask), future_mask)
+        mask = merge_masks(key_mask(padding_mask, attention_mask), future_mask, window)
         output, weights = self._attend(
-            query, key, value, mask, training, heads_first=cache is not None
+            x, query, key, value, mask, training, heads_first=cache is not None
         )
         return pack_outputs(output, weights if return_attention_scores else None, cache)
 
     def initial_cache(self, batch_size, max_length):
-        """An empty `(key_cache, value_cache)`, each `[B, H, max_length, d]`."""
+        """An empty `(key_cache, value_cache)`, each `[B, H_kv, max_length, d]`."""
         if not self.built:
             raise ValueError("Build the layer (call it once) before asking for a cache.")
-        dtype = self.compute_dtype
+        dtype, heads = self.compute_dtype, self._key_value_heads
         return (
-            ops.zeros((batch_size, self.num_heads, max_length, self._key_dim), dtype),
-            ops.zeros((batch_size, self.num_heads, max_length, self._value_dim), dtype),
+            ops.zeros((batch_size, heads, max_length, self._key_dim), dtype),
+            ops.zeros((batch_size, heads, max_length, self._value_dim), dtype),
         )
 
     @staticmethod

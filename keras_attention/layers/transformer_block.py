@@ -26,6 +26,9 @@ class TransformerBlock(TransformerBlockBase):
         chunk_size: optional int, self-attention in blocks of that many
             positions, in memory linear in T (see `MultiHeadSelfAttention`).
             Default None (dense).
+        num_key_value_heads, window_size, use_gate: grouped-query heads, a
+            sliding window and an output gate on the self-attention; see
+            `MultiHeadSelfAttention`.
         activation: feed-forward activation. Default `"relu"`.
         layer_norm_epsilon: float, default 1e-6.
         kernel_initializer, bias_initializer: initializers of the dense layers.

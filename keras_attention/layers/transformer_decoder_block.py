@@ -33,6 +33,10 @@ class TransformerDecoderBlock(TransformerBlockBase):
             that many positions, in memory linear in the lengths (see
             `MultiHeadSelfAttention`); incremental decoding (`cache`) stays
             dense. Default None (dense).
+        num_key_value_heads, use_gate: grouped-query heads and an output
+            gate on both attention layers; see `MultiHeadSelfAttention`.
+        window_size: optional int, a sliding window on the self-attention
+            (the cross-attention reads the whole source).
         activation, layer_norm_epsilon, kernel_initializer, bias_initializer:
             as in `TransformerBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -79,7 +83,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         self.has_cross_attention = context_shape is not None
         if self.has_cross_attention:
             self.cross_attention = MultiHeadCrossAttention(
-                name="cross_attention", **self._attention_kwargs()
+                name="cross_attention", **self._attention_kwargs(window=False)
             )
             self.cross_attention.build(x_shape, context_shape)
             self.cross_attention_dropout = self._dropout("cross_attention_dropout")

@@ -62,8 +62,15 @@ def exports(tmp_path_factory):
     )
     rnn = build_seq2seq_attention(tokenizer.vocabulary_size, attention="bahdanau")
     classifier = build_transformer_classifier(tokenizer.vocabulary_size, 3)
+    # With today's attention options, so every language-model export test
+    # also checks them through the SavedModel (the translator has none).
     language_model = build_transformer_lm(
-        tokenizer.vocabulary_size, positions="learned", max_length=2 * MAX_LENGTH
+        tokenizer.vocabulary_size,
+        positions="learned",
+        max_length=2 * MAX_LENGTH,
+        num_key_value_heads=2,
+        window_size=4,
+        use_gate=True,
     )
     return SimpleNamespace(
         base=base,

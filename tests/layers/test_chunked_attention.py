@@ -5,7 +5,7 @@ active backend (the suite runs on TensorFlow and on JAX)."""
 import keras
 import numpy as np
 import pytest
-from helpers import compiled, to_numpy
+from helpers import assert_layers_agree, compiled, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
@@ -163,51 +163,6 @@ def test_dropout_keeps_the_expected_share_and_is_the_same_in_the_backward_pass()
 
 
 # --- The layers with `chunk_size`: the same layer, the same answers ---
-
-
-def layer_gradients(layer, inputs, upstream, **call_kwargs):
-    """The layer's output and d/d (inputs, then trainable weights) of
-    sum(output * upstream), on the active backend."""
-    if keras.backend.backend() == "jax":
-        import jax
-
-        non_trainable = [v.value for v in layer.non_trainable_variables]
-
-        def loss(weights, inputs):
-            output, _ = layer.stateless_call(weights, non_trainable, *inputs, **call_kwargs)
-            return (output * upstream).sum(), output
-
-        weights = [v.value for v in layer.trainable_variables]
-        (d_weights, d_inputs), output = jax.grad(loss, argnums=(0, 1), has_aux=True)(
-            weights, inputs
-        )
-        return to_numpy(output), [np.asarray(g) for g in (*d_inputs, *d_weights)]
-    import tensorflow as tf
-
-    inputs = [tf.constant(x) for x in inputs]
-    with tf.GradientTape() as tape:
-        tape.watch(inputs)
-        output = layer(*inputs, **call_kwargs)
-        loss = tf.reduce_sum(output * upstream)
-    gradients = tape.gradient(loss, [*inputs, *layer.trainable_variables])
-    return output.numpy(), [g.numpy() for g in gradients]
-
-
-def assert_layers_agree(make_layer, inputs, **call_kwargs):
-    """`make_layer(chunk_size)`: dense (None) and blocked layers with the
-    same weights give the same outputs and gradients (inputs and weights)."""
-    dense_layer, blocked_layer = make_layer(None), make_layer(3)
-    dense_layer(*inputs, **call_kwargs)
-    blocked_layer(*inputs, **call_kwargs)
-    blocked_layer.set_weights(dense_layer.get_weights())
-    upstream = np.random.default_rng(3).normal(size=to_numpy(dense_layer(*inputs)).shape)
-    upstream = upstream.astype("float32")
-    expected, expected_gradients = layer_gradients(dense_layer, inputs, upstream, **call_kwargs)
-    output, gradients = layer_gradients(blocked_layer, inputs, upstream, **call_kwargs)
-    np.testing.assert_allclose(output, expected, atol=1e-5, rtol=1e-5)
-    assert len(gradients) == len(expected_gradients)
-    for index, (got, want) in enumerate(zip(gradients, expected_gradients, strict=True)):
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4, err_msg=str(index))
 
 
 @pytest.mark.parametrize("causal", [False, True])

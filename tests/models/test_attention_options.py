@@ -1,0 +1,65 @@
+"""The builders with today's attention options: grouped-query heads, a
+sliding window and an output gate reach every attention layer, train, save,
+and decode with the cache as without it."""
+
+import numpy as np
+import pytest
+from helpers import to_numpy
+from model_helpers import check_builds_trains_and_saves
+
+from keras_attention import decoding
+from keras_attention.models import (
+    build_transformer,
+    build_transformer_classifier,
+    build_transformer_lm,
+)
+
+OPTIONS = dict(num_key_value_heads=2, window_size=3, use_gate=True)
+SMALL = dict(num_layers=1, model_dim=16, num_heads=4, intermediate_dim=32)
+IDS = np.array([[5, 6, 7, 8, 9, 3], [8, 9, 10, 0, 0, 0]], "int32")
+TARGET = np.array([[1, 5, 6, 7, 0], [1, 2, 3, 4, 5]], "int32")
+
+
+def attention_layers(model):
+    stacks = [getattr(model, name) for name in ("encoder", "decoder") if hasattr(model, name)]
+    for stack in stacks:
+        for block in stack.blocks:
+            yield block.self_attention, True
+            if getattr(block, "has_cross_attention", False):
+                yield block.cross_attention, False
+
+
+@pytest.mark.parametrize("builder", ["transformer", "lm", "classifier"])
+def test_each_builder_passes_the_options_to_every_attention_layer(builder, tmp_path):
+    if builder == "transformer":
+        model = build_transformer(20, **SMALL, **OPTIONS)
+        inputs, labels, shape = {"source_ids": IDS, "target_ids": TARGET}, TARGET, (2, 5, 20)
+    elif builder == "lm":
+        model = build_transformer_lm(20, **SMALL, **OPTIONS)
+        inputs, labels, shape = IDS, IDS, (2, 6, 20)
+    else:
+        model = build_transformer_classifier(20, 3, **SMALL, **OPTIONS)
+        inputs, labels, shape = IDS, np.array([0, 2]), (2, 3)
+    layers = list(attention_layers(model))
+    assert len(layers) == (3 if builder == "transformer" else 1)
+    for layer, is_self_attention in layers:
+        assert (layer.num_key_value_heads, layer.use_gate) == (2, True)
+        # The window is the self-attention's; cross-attention reads the whole source.
+        assert layer.window_size == (3 if is_self_attention else None)
+    check_builds_trains_and_saves(model, inputs, labels, shape, tmp_path)
+
+
+@pytest.mark.parametrize("builder", ["transformer", "lm"])
+def test_decoding_with_the_options_uses_a_smaller_cache_and_equals_no_cache(builder):
+    if builder == "transformer":
+        model, inputs = build_transformer(20, **SMALL, **OPTIONS), IDS
+    else:
+        model, inputs = build_transformer_lm(20, **SMALL, **OPTIONS), IDS[:, :3]
+    cache = model.decoder.initial_caches(2, 8)[0]
+    assert tuple(cache[0].shape) == (2, 2, 8, 4)  # [B, H_kv, max_length, d]
+    for search in (decoding.greedy_search, decoding.beam_search):
+        cached = search(model, inputs, 8)
+        uncached = search(model, inputs, 8, use_cache=False)
+        if search is decoding.beam_search:
+            cached, uncached = cached[0], uncached[0]
+        np.testing.assert_array_equal(to_numpy(cached), to_numpy(uncached))
