@@ -34,6 +34,19 @@ def check_rate(name, value):
     return float(value)
 
 
+def check_number(name, value, above=None, at_least=None):
+    """A real number (not a bool) `> above` or `>= at_least`, as a float."""
+    bound = f"> {above}" if above is not None else f">= {at_least}"
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if (
+        not is_number
+        or (above is not None and not value > above)
+        or (at_least is not None and not value >= at_least)
+    ):
+        raise ValueError(f"`{name}` must be a number {bound}. Received: {name}={value!r}")
+    return float(value)
+
+
 def check_choice(name, value, choices):
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {tuple(choices)}. Received: {name}={value!r}")

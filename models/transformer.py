@@ -7,10 +7,11 @@ from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
     TransformerEncoder,
+    attention_positions,
     cached_decoding_step,
     embed,
     encode,
-    sinusoidal_positions,
+    position_layer,
 )
 from keras_attention.models.zoo_model import (
     ZooModel,
@@ -18,7 +19,7 @@ from keras_attention.models.zoo_model import (
     pop_dtype_policy,
     resolve_preset,
 )
-from keras_attention.utils import check_positive_int
+from keras_attention.utils import check_choice, check_positive_int
 
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
@@ -42,6 +43,8 @@ PRESETS = {
         tie_output_embeddings=True,
     ),
 }
+
+POSITIONS = ("sinusoidal", "rotary")  # "learned" would need a maximum length
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -80,6 +83,13 @@ class Transformer(ZooModel):
             Default None (every position).
         use_gate: bool, a sigmoid output gate on every attention layer, as
             Keras core's `use_gate`. Default False.
+        positions: str, `"sinusoidal"` (the paper's, added to the
+            embeddings) or `"rotary"` (each self-attention turns its queries
+            and keys by their positions). Default `"sinusoidal"`.
+        rotary_max_wavelength: float, the rotary positions' longest
+            wavelength (with `positions="rotary"`). Default 10000.
+        rotary_scaling_factor: float >= 1, linear position interpolation of
+            the rotary positions: positions are divided by it. Default 1.0.
         share_embeddings: bool, one embedding matrix for source and target
             (the vocabularies must then be one). Default False.
         tie_output_embeddings: bool, the output projection is the target
@@ -104,6 +114,9 @@ class Transformer(ZooModel):
         num_key_value_heads=None,
         window_size=None,
         use_gate=False,
+        positions="sinusoidal",
+        rotary_max_wavelength=10000.0,
+        rotary_scaling_factor=1.0,
         share_embeddings=False,
         tie_output_embeddings=False,
         **kwargs,
@@ -127,6 +140,9 @@ class Transformer(ZooModel):
             num_key_value_heads=num_key_value_heads,
             window_size=window_size,
             use_gate=use_gate,
+            positions=attention_positions(positions),
+            rotary_max_wavelength=rotary_max_wavelength,
+            rotary_scaling_factor=rotary_scaling_factor,
             dtype=policy,
         )
 
@@ -141,7 +157,8 @@ class Transformer(ZooModel):
                 target_vocabulary_size, model_dim, dtype=policy, name="target_embedding"
             )
         )
-        self.positional_encoding = sinusoidal_positions(policy)
+        check_choice("positions", positions, POSITIONS)
+        self.positional_encoding = position_layer(positions, policy)
         self.source_dropout = keras.layers.Dropout(dropout, dtype=policy, name="source_dropout")
         self.target_dropout = keras.layers.Dropout(dropout, dtype=policy, name="target_dropout")
         self.encoder = TransformerEncoder(name="encoder", **stack_kwargs)

@@ -6,8 +6,9 @@ from keras import ops
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerEncoder,
+    attention_positions,
     encode,
-    sinusoidal_positions,
+    position_layer,
 )
 from keras_attention.models.zoo_model import (
     ZooModel,
@@ -23,6 +24,8 @@ PRESETS = {
     "base": dict(num_layers=12, model_dim=768, num_heads=12, intermediate_dim=3072, dropout=0.1),
 }
 POOLINGS = ("mean", "first")
+
+POSITIONS = ("sinusoidal", "rotary")  # "learned" would need a maximum length
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -57,6 +60,13 @@ class TransformerClassifier(ZooModel):
             Default None (every position).
         use_gate: bool, a sigmoid output gate on every attention layer, as
             Keras core's `use_gate`. Default False.
+        positions: str, `"sinusoidal"` (the paper's, added to the
+            embeddings) or `"rotary"` (each self-attention turns its queries
+            and keys by their positions). Default `"sinusoidal"`.
+        rotary_max_wavelength: float, the rotary positions' longest
+            wavelength (with `positions="rotary"`). Default 10000.
+        rotary_scaling_factor: float >= 1, linear position interpolation of
+            the rotary positions: positions are divided by it. Default 1.0.
         pooling: str, `"mean"` or `"first"`. Default `"mean"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
@@ -77,6 +87,9 @@ class TransformerClassifier(ZooModel):
         num_key_value_heads=None,
         window_size=None,
         use_gate=False,
+        positions="sinusoidal",
+        rotary_max_wavelength=10000.0,
+        rotary_scaling_factor=1.0,
         pooling="mean",
         **kwargs,
     ):
@@ -91,7 +104,8 @@ class TransformerClassifier(ZooModel):
         self.token_embedding = TokenEmbedding(
             vocabulary_size, model_dim, dtype=policy, name="token_embedding"
         )
-        self.positional_encoding = sinusoidal_positions(policy)
+        check_choice("positions", positions, POSITIONS)
+        self.positional_encoding = position_layer(positions, policy)
         self.embedding_dropout = keras.layers.Dropout(
             dropout, dtype=policy, name="embedding_dropout"
         )
@@ -105,6 +119,9 @@ class TransformerClassifier(ZooModel):
             num_key_value_heads=num_key_value_heads,
             window_size=window_size,
             use_gate=use_gate,
+            positions=attention_positions(positions),
+            rotary_max_wavelength=rotary_max_wavelength,
+            rotary_scaling_factor=rotary_scaling_factor,
             dtype=policy,
             name="encoder",
         )

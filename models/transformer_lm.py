@@ -3,13 +3,13 @@
 import keras
 from keras import ops
 
-from keras_attention.layers import PositionEmbedding
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
+    attention_positions,
     cached_decoding_step,
     embed,
-    sinusoidal_positions,
+    position_layer,
 )
 from keras_attention.models.zoo_model import (
     ZooModel,
@@ -32,7 +32,7 @@ PRESETS = {
         max_length=1024,
     ),
 }
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "rotary")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -66,8 +66,14 @@ class TransformerLM(ZooModel):
             Default None (every position).
         use_gate: bool, a sigmoid output gate on every attention layer, as
             Keras core's `use_gate`. Default False.
-        positions: str, `"sinusoidal"` (any length) or `"learned"` (up to
-            `max_length`). Default `"sinusoidal"`.
+        rotary_max_wavelength: float, the rotary positions' longest
+            wavelength (with `positions="rotary"`). Default 10000.
+        rotary_scaling_factor: float >= 1, linear position interpolation of
+            the rotary positions: positions are divided by it. Default 1.0.
+        positions: str, `"sinusoidal"` (any length), `"learned"` (up to
+            `max_length`) or `"rotary"` (the self-attention turns each query
+            and key by its position; nothing is added to the embeddings).
+            Default `"sinusoidal"`.
         max_length: int, the positions a `"learned"` model has; None for
             sinusoidal ones.
         tie_output_embeddings: bool, the output projection is the token
@@ -93,24 +99,20 @@ class TransformerLM(ZooModel):
         use_gate=False,
         positions="sinusoidal",
         max_length=None,
+        rotary_max_wavelength=10000.0,
+        rotary_scaling_factor=1.0,
         tie_output_embeddings=True,
         **kwargs,
     ):
         check_positive_int("vocabulary_size", vocabulary_size)
         check_choice("positions", positions, POSITIONS)
-        if positions == "learned" and max_length is None:
-            raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
         policy = pop_dtype_policy(type(self), kwargs)
 
         # === Layers ===
         self.token_embedding = TokenEmbedding(
             vocabulary_size, model_dim, dtype=policy, name="token_embedding"
         )
-        self.positional_encoding = (
-            sinusoidal_positions(policy)
-            if positions == "sinusoidal"
-            else PositionEmbedding(max_length, dtype=policy, name="position_embedding")
-        )
+        self.positional_encoding = position_layer(positions, policy, max_length)
         self.embedding_dropout = keras.layers.Dropout(
             dropout, dtype=policy, name="embedding_dropout"
         )
@@ -124,6 +126,9 @@ class TransformerLM(ZooModel):
             num_key_value_heads=num_key_value_heads,
             window_size=window_size,
             use_gate=use_gate,
+            positions=attention_positions(positions),
+            rotary_max_wavelength=rotary_max_wavelength,
+            rotary_scaling_factor=rotary_scaling_factor,
             dtype=policy,
             name="decoder",
         )

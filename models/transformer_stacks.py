@@ -10,6 +10,7 @@ from keras import ops
 
 from keras_attention.layers import (
     PositionalEncoding,
+    PositionEmbedding,
     TransformerBlock,
     TransformerDecoderBlock,
 )
@@ -34,6 +35,9 @@ class _Stack(Layer):
         num_key_value_heads=None,
         window_size=None,
         use_gate=False,
+        positions=None,
+        rotary_max_wavelength=10000.0,
+        rotary_scaling_factor=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -47,6 +51,9 @@ class _Stack(Layer):
             self.num_heads, num_key_value_heads, window_size, use_gate
         )
         self.supports_masking = True
+        self.positions = positions
+        self.rotary_max_wavelength = rotary_max_wavelength
+        self.rotary_scaling_factor = rotary_scaling_factor
         self.blocks = [
             self.block_class(
                 num_heads=num_heads,
@@ -57,6 +64,9 @@ class _Stack(Layer):
                 num_key_value_heads=num_key_value_heads,
                 window_size=window_size,
                 use_gate=use_gate,
+                positions=positions,
+                rotary_max_wavelength=rotary_max_wavelength,
+                rotary_scaling_factor=rotary_scaling_factor,
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -87,6 +97,9 @@ class _Stack(Layer):
                 "num_key_value_heads": self.num_key_value_heads,
                 "window_size": self.window_size,
                 "use_gate": self.use_gate,
+                "positions": self.positions,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_scaling_factor": self.rotary_scaling_factor,
             }
         )
         return config
@@ -191,8 +204,12 @@ class TransformerDecoder(_Stack):
 
 
 def embed(token_ids, embedding, positions, dropout, start_index=0, training=None):
-    """Token embedding (scaled by sqrt(d_model)) + positional encoding, then dropout."""
-    return dropout(positions(embedding(token_ids), start_index=start_index), training=training)
+    """Token embedding (scaled by sqrt(d_model)) + positional encoding, then
+    dropout. `positions` None: they are in the attention (rotary)."""
+    x = embedding(token_ids)
+    if positions is not None:
+        x = positions(x, start_index=start_index)
+    return dropout(x, training=training)
 
 
 def encode(encoder, token_ids, embedding, positions, dropout, training=None, **kwargs):
@@ -203,8 +220,22 @@ def encode(encoder, token_ids, embedding, positions, dropout, training=None, **k
     return encoder(x, padding_mask=padding_mask(token_ids), training=training, **kwargs)
 
 
-def sinusoidal_positions(dtype_policy):
-    return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
+def position_layer(positions, dtype_policy, max_length=None):
+    """What adds positions to the embeddings: the paper's sinusoids
+    (`"sinusoidal"`), a learned table of `max_length` (`"learned"`), or
+    nothing (`"rotary"`: the self-attention turns queries and keys)."""
+    if positions == "sinusoidal":
+        return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
+    if positions == "learned":
+        if max_length is None:
+            raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
+        return PositionEmbedding(max_length, dtype=dtype_policy, name="position_embedding")
+    return None
+
+
+def attention_positions(positions):
+    """The blocks' `positions`: what the self-attention does itself."""
+    return positions if positions == "rotary" else None
 
 
 def cached_decoding_step(embed_step, decoder, project, token_ids, index, state, **context):

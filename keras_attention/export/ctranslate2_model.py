@@ -95,6 +95,11 @@ def check_convertible(model):
             raise ValueError(
                 f"CTranslate2's Transformer has no {option}; the model has {option}={value!r}"
             )
+    if model.encoder.positions is not None:
+        raise ValueError(
+            "CTranslate2 export needs positions added to the embeddings (sinusoidal); "
+            f"the model has positions={model.encoder.positions!r}"
+        )
     epsilons = {block.layer_norm_epsilon for block in blocks}
     if len(epsilons) != 1:
         raise ValueError(f"CTranslate2 takes one layer-norm epsilon; got {sorted(epsilons)}")

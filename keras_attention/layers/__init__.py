@@ -6,6 +6,7 @@ from keras_attention.layers.multi_head_cross_attention import MultiHeadCrossAtte
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.layers.position_embedding import PositionEmbedding
 from keras_attention.layers.positional_encoding import PositionalEncoding
+from keras_attention.layers.rotary_embedding import RotaryEmbedding
 from keras_attention.layers.transformer_block import TransformerBlock
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
 
@@ -16,6 +17,7 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PositionEmbedding",
     "PositionalEncoding",
+    "RotaryEmbedding",
     "TransformerBlock",
     "TransformerDecoderBlock",
 ]

@@ -7,7 +7,15 @@ Private to the package.
 import keras
 
 from keras_attention.layers._multi_head import check_attention_options
-from keras_attention.utils import Layer, check_positive_int, check_rate, clone_initializer
+from keras_attention.layers.multi_head_self_attention import POSITIONS
+from keras_attention.utils import (
+    Layer,
+    check_choice,
+    check_number,
+    check_positive_int,
+    check_rate,
+    clone_initializer,
+)
 
 
 class TransformerBlockBase(Layer):
@@ -26,6 +34,9 @@ class TransformerBlockBase(Layer):
         num_key_value_heads=None,
         window_size=None,
         use_gate=False,
+        positions=None,
+        rotary_max_wavelength=10000.0,
+        rotary_scaling_factor=1.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -42,6 +53,13 @@ class TransformerBlockBase(Layer):
         self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
             self.num_heads, num_key_value_heads, window_size, use_gate
         )
+        self.positions = check_choice("positions", positions, POSITIONS)
+        self.rotary_max_wavelength = check_number(
+            "rotary_max_wavelength", rotary_max_wavelength, above=1
+        )
+        self.rotary_scaling_factor = check_number(
+            "rotary_scaling_factor", rotary_scaling_factor, at_least=1
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -54,15 +72,23 @@ class TransformerBlockBase(Layer):
                 f"model width={model_dim}"
             )
 
-    def _attention_kwargs(self, window=True):
-        """The attention layers' arguments; the sliding window is for
-        self-attention (`window=False` leaves it out)."""
+    def _self_attention_kwargs(self):
+        """The self-attention's arguments: the cross-attention's, and the
+        sliding window and the positions, which are about one sequence."""
+        return dict(
+            self._attention_kwargs(),
+            window_size=self.window_size,
+            positions=self.positions,
+            rotary_max_wavelength=self.rotary_max_wavelength,
+            rotary_scaling_factor=self.rotary_scaling_factor,
+        )
+
+    def _attention_kwargs(self):
         return dict(
             num_heads=self.num_heads,
             dropout=self.attention_dropout,
             chunk_size=self.chunk_size,
             num_key_value_heads=self.num_key_value_heads,
-            window_size=self.window_size if window else None,
             use_gate=self.use_gate,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
@@ -130,6 +156,9 @@ class TransformerBlockBase(Layer):
                 "num_key_value_heads": self.num_key_value_heads,
                 "window_size": self.window_size,
                 "use_gate": self.use_gate,
+                "positions": self.positions,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_scaling_factor": self.rotary_scaling_factor,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }

@@ -3,7 +3,10 @@ from keras import ops
 
 from keras_attention.layers._attention import causal_mask, check_mask, key_mask, merge_masks
 from keras_attention.layers._multi_head import MultiHeadAttentionBase
-from keras_attention.utils import pack_outputs
+from keras_attention.layers.rotary_embedding import RotaryEmbedding
+from keras_attention.utils import check_choice, check_number, pack_outputs
+
+POSITIONS = (None, "rotary")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -45,6 +48,13 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         use_gate: bool, gated attention (Qiu et al. 2025): each head's output
             is multiplied by a sigmoid of a projection of `x` before the
             output projection, as Keras core's `use_gate`. Default False.
+        positions: None (the default: positions, if any, are in `x`) or
+            `"rotary"`: each query and key is turned by its position
+            (`RotaryEmbedding`), so the scores see relative positions. Right
+            with a cache (positions from `cache_index`) and in blocks.
+        rotary_max_wavelength, rotary_scaling_factor: the `RotaryEmbedding`'s
+            `max_wavelength` (default 10000) and `scaling_factor` (linear
+            position interpolation, default 1.0), with `positions="rotary"`.
         kernel_initializer, bias_initializer: initializers of the projections.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
@@ -89,6 +99,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         num_key_value_heads=None,
         window_size=None,
         use_gate=False,
+        positions=None,
+        rotary_max_wavelength=10000.0,
+        rotary_scaling_factor=1.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -108,10 +121,30 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             **kwargs,
         )
         self.causal = bool(causal)
+        self.positions = check_choice("positions", positions, POSITIONS)
+        self.rotary_max_wavelength = check_number(
+            "rotary_max_wavelength", rotary_max_wavelength, above=1
+        )
+        self.rotary_scaling_factor = check_number(
+            "rotary_scaling_factor", rotary_scaling_factor, at_least=1
+        )
+        self.rotary_embedding = None
+        if self.positions == "rotary":
+            self.rotary_embedding = RotaryEmbedding(
+                self.rotary_max_wavelength,
+                self.rotary_scaling_factor,
+                dtype=self.dtype_policy,
+                name="rotary_embedding",
+            )
 
     def build(self, x_shape):
         model_dim = x_shape[-1]
         self._key_dim, self._value_dim = self._head_dims(model_dim)
+        if self.positions == "rotary" and self._key_dim % 2:
+            raise ValueError(
+                "positions='rotary' turns pairs of features: each head's key size must be "
+                f"even. Received: key_dim={self._key_dim}"
+            )
         # Step 1: one matrix multiplication gives Q, K and V for every head
         # (W^Q, W^K and W^V side by side; K and V for the H_kv heads only).
         self._qkv_widths = [
@@ -147,6 +180,11 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         query = self._split_heads(query, self._key_dim)  # [B, T, H, d_k]
         key = self._split_heads(key, self._key_dim, self._key_value_heads)  # [B, T, H_kv, d_k]
         value = self._split_heads(value, self._value_dim, self._key_value_heads)
+        if self.rotary_embedding is not None:
+            # Each query and key turned by its own position.
+            start = 0 if cache is None else cache_index
+            query = self.rotary_embedding(query, start_index=start)
+            key = self.rotary_embedding(key, start_index=start)
 
         length = ops.shape(x)[1]
         if cache is None:
@@ -196,7 +234,14 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
 
     def get_config(self):
         config = super().get_config()
-        config["causal"] = self.causal
+        config.update(
+            {
+                "causal": self.causal,
+                "positions": self.positions,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_scaling_factor": self.rotary_scaling_factor,
+            }
+        )
         return config
 
     def compute_output_shape(self, x_shape):

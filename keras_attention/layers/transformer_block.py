@@ -26,9 +26,10 @@ class TransformerBlock(TransformerBlockBase):
         chunk_size: optional int, self-attention in blocks of that many
             positions, in memory linear in T (see `MultiHeadSelfAttention`).
             Default None (dense).
-        num_key_value_heads, window_size, use_gate: grouped-query heads, a
-            sliding window and an output gate on the self-attention; see
-            `MultiHeadSelfAttention`.
+        num_key_value_heads, window_size, use_gate, positions,
+            rotary_max_wavelength, rotary_scaling_factor: grouped-query
+            heads, a sliding window, an output gate and rotary positions on
+            the self-attention; see `MultiHeadSelfAttention`.
         activation: feed-forward activation. Default `"relu"`.
         layer_norm_epsilon: float, default 1e-6.
         kernel_initializer, bias_initializer: initializers of the dense layers.
@@ -65,7 +66,7 @@ class TransformerBlock(TransformerBlockBase):
         model_dim = x_shape[-1]
         self._check_width(model_dim)
         self.self_attention = MultiHeadSelfAttention(
-            causal=self.causal, name="self_attention", **self._attention_kwargs()
+            causal=self.causal, name="self_attention", **self._self_attention_kwargs()
         )
         self.self_attention.build(x_shape)
         self.self_attention_dropout = self._dropout("self_attention_dropout")

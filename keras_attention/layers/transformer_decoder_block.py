@@ -35,8 +35,9 @@ class TransformerDecoderBlock(TransformerBlockBase):
             dense. Default None (dense).
         num_key_value_heads, use_gate: grouped-query heads and an output
             gate on both attention layers; see `MultiHeadSelfAttention`.
-        window_size: optional int, a sliding window on the self-attention
-            (the cross-attention reads the whole source).
+        window_size, positions, rotary_max_wavelength, rotary_scaling_factor:
+            a sliding window and rotary positions on the self-attention
+            (the cross-attention reads the whole source, unturned).
         activation, layer_norm_epsilon, kernel_initializer, bias_initializer:
             as in `TransformerBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -75,7 +76,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         model_dim = x_shape[-1]
         self._check_width(model_dim)
         self.self_attention = MultiHeadSelfAttention(
-            causal=True, name="self_attention", **self._attention_kwargs()
+            causal=True, name="self_attention", **self._self_attention_kwargs()
         )
         self.self_attention.build(x_shape)
         self.self_attention_dropout = self._dropout("self_attention_dropout")
@@ -83,7 +84,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
         self.has_cross_attention = context_shape is not None
         if self.has_cross_attention:
             self.cross_attention = MultiHeadCrossAttention(
-                name="cross_attention", **self._attention_kwargs(window=False)
+                name="cross_attention", **self._attention_kwargs()
             )
             self.cross_attention.build(x_shape, context_shape)
             self.cross_attention_dropout = self._dropout("cross_attention_dropout")

@@ -61,7 +61,8 @@ def exports(tmp_path_factory):
         translator, "reverse", target_tokenizer=tokenizer, beam_size=BEAM_SIZE
     )
     rnn = build_seq2seq_attention(tokenizer.vocabulary_size, attention="bahdanau")
-    classifier = build_transformer_classifier(tokenizer.vocabulary_size, 3)
+    # Rotary positions, so the classifier's export tests check them too.
+    classifier = build_transformer_classifier(tokenizer.vocabulary_size, 3, positions="rotary")
     # With today's attention options, so every language-model export test
     # also checks them through the SavedModel (the translator has none).
     language_model = build_transformer_lm(

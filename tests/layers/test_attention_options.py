@@ -1,6 +1,7 @@
 """The options of today's attention on our two attention layers:
 grouped-query heads (`num_key_value_heads`), a sliding window
-(`window_size`) and an output gate (`use_gate`), alone and together.
+(`window_size`) and an output gate (`use_gate`), alone and together, and
+with rotary positions (`positions="rotary"`, see test_rotary_embedding.py).
 
 The reference is Keras core's `GroupedQueryAttention` (its `sliding_window`
 and `use_gate`) with our weights copied in; beside it, the blocked path
@@ -148,7 +149,9 @@ def test_grouped_windowed_gated_layers_in_blocks_equal_dense(causal):
 
         def make_self(chunk_size, options=options):
             keras.utils.set_random_seed(1)
-            return MultiHeadSelfAttention(causal=causal, chunk_size=chunk_size, **options)
+            return MultiHeadSelfAttention(
+                causal=causal, chunk_size=chunk_size, positions="rotary", **options
+            )
 
         def make_cross(chunk_size, options=options):
             keras.utils.set_random_seed(2)
@@ -198,9 +201,13 @@ def test_a_token_outside_the_window_changes_nothing(query_position, window_size,
     np.testing.assert_allclose(before, after, atol=1e-6)
 
 
-@pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS[1:])
-def test_cached_decoding_equals_the_full_pass(num_key_value_heads, window_size, use_gate):
-    """Step by step over a cache that holds only the key/value heads."""
+@pytest.mark.parametrize("positions", [None, "rotary"])
+@pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS)
+def test_cached_decoding_equals_the_full_pass(
+    num_key_value_heads, window_size, use_gate, positions
+):
+    """Step by step over a cache that holds only the key/value heads; rotary
+    positions from the cache index."""
     x = random(B, T, D)
     layer = MultiHeadSelfAttention(
         num_heads=H,
@@ -208,6 +215,7 @@ def test_cached_decoding_equals_the_full_pass(num_key_value_heads, window_size, 
         num_key_value_heads=num_key_value_heads,
         window_size=window_size,
         use_gate=use_gate,
+        positions=positions,
     )
     full = to_numpy(layer(x))
     cache = layer.initial_cache(B, T)

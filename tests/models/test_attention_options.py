@@ -1,6 +1,6 @@
 """The builders with today's attention options: grouped-query heads, a
-sliding window and an output gate reach every attention layer, train, save,
-and decode with the cache as without it."""
+sliding window, an output gate and rotary positions reach every attention
+layer, train, save, and decode with the cache as without it."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ from keras_attention.models import (
     build_transformer_lm,
 )
 
-OPTIONS = dict(num_key_value_heads=2, window_size=3, use_gate=True)
+OPTIONS = dict(num_key_value_heads=2, window_size=3, use_gate=True, positions="rotary")
 SMALL = dict(num_layers=1, model_dim=16, num_heads=4, intermediate_dim=32)
 IDS = np.array([[5, 6, 7, 8, 9, 3], [8, 9, 10, 0, 0, 0]], "int32")
 TARGET = np.array([[1, 5, 6, 7, 0], [1, 2, 3, 4, 5]], "int32")
@@ -44,8 +44,11 @@ def test_each_builder_passes_the_options_to_every_attention_layer(builder, tmp_p
     assert len(layers) == (3 if builder == "transformer" else 1)
     for layer, is_self_attention in layers:
         assert (layer.num_key_value_heads, layer.use_gate) == (2, True)
-        # The window is the self-attention's; cross-attention reads the whole source.
+        # The window and the positions are the self-attention's; the
+        # cross-attention reads the whole source, unturned.
         assert layer.window_size == (3 if is_self_attention else None)
+        assert getattr(layer, "positions", None) == ("rotary" if is_self_attention else None)
+    assert model.positional_encoding is None  # nothing is added to the embeddings
     check_builds_trains_and_saves(model, inputs, labels, shape, tmp_path)
 
 

@@ -32,7 +32,7 @@ def test_attention_weights():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="positions='rotary'"):
-        build_transformer_lm(20, positions="rotary")
+    with pytest.raises(ValueError, match="positions='absolute'"):
+        build_transformer_lm(20, positions="absolute")
     with pytest.raises(ValueError, match="max_length=None"):
         build_transformer_lm(20, positions="learned")
