@@ -25,7 +25,7 @@ PRESETS = {
 }
 POOLINGS = ("mean", "first")
 
-POSITIONS = ("sinusoidal", "rotary")  # "learned" would need a maximum length
+POSITIONS = ("sinusoidal", "rotary", "alibi")  # "learned" would need a maximum length
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -61,8 +61,9 @@ class TransformerClassifier(ZooModel):
         use_gate: bool, a sigmoid output gate on every attention layer, as
             Keras core's `use_gate`. Default False.
         positions: str, `"sinusoidal"` (the paper's, added to the
-            embeddings) or `"rotary"` (each self-attention turns its queries
-            and keys by their positions). Default `"sinusoidal"`.
+            embeddings), `"rotary"` (each self-attention turns its queries
+            and keys by their positions) or `"alibi"` (each self-attention
+            adds `-slope_h * |i - j|` to its scores). Default `"sinusoidal"`.
         rotary_max_wavelength: float, the rotary positions' longest
             wavelength (with `positions="rotary"`). Default 10000.
         rotary_scaling_factor: float >= 1, linear position interpolation of

@@ -32,7 +32,7 @@ PRESETS = {
         max_length=1024,
     ),
 }
-POSITIONS = ("sinusoidal", "learned", "rotary")
+POSITIONS = ("sinusoidal", "learned", "rotary", "alibi")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -71,8 +71,10 @@ class TransformerLM(ZooModel):
         rotary_scaling_factor: float >= 1, linear position interpolation of
             the rotary positions: positions are divided by it. Default 1.0.
         positions: str, `"sinusoidal"` (any length), `"learned"` (up to
-            `max_length`) or `"rotary"` (the self-attention turns each query
-            and key by its position; nothing is added to the embeddings).
+            `max_length`), `"rotary"` (the self-attention turns each query
+            and key by its position) or `"alibi"` (the self-attention adds
+            `-slope_h * (i - j)` to its scores, Press et al. 2022); with
+            these two nothing is added to the embeddings.
             Default `"sinusoidal"`.
         max_length: int, the positions a `"learned"` model has; None for
             sinusoidal ones.

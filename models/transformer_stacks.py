@@ -205,7 +205,7 @@ class TransformerDecoder(_Stack):
 
 def embed(token_ids, embedding, positions, dropout, start_index=0, training=None):
     """Token embedding (scaled by sqrt(d_model)) + positional encoding, then
-    dropout. `positions` None: they are in the attention (rotary)."""
+    dropout. `positions` None: they are in the attention (rotary, ALiBi)."""
     x = embedding(token_ids)
     if positions is not None:
         x = positions(x, start_index=start_index)
@@ -223,7 +223,7 @@ def encode(encoder, token_ids, embedding, positions, dropout, training=None, **k
 def position_layer(positions, dtype_policy, max_length=None):
     """What adds positions to the embeddings: the paper's sinusoids
     (`"sinusoidal"`), a learned table of `max_length` (`"learned"`), or
-    nothing (`"rotary"`: the self-attention turns queries and keys)."""
+    nothing (`"rotary"`, `"alibi"`: they are in the self-attention)."""
     if positions == "sinusoidal":
         return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
     if positions == "learned":
@@ -235,7 +235,7 @@ def position_layer(positions, dtype_policy, max_length=None):
 
 def attention_positions(positions):
     """The blocks' `positions`: what the self-attention does itself."""
-    return positions if positions == "rotary" else None
+    return positions if positions in ("rotary", "alibi") else None
 
 
 def cached_decoding_step(embed_step, decoder, project, token_ids, index, state, **context):

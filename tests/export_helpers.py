@@ -139,6 +139,7 @@ def requests(exports):
             ("serving_default", {"text": odd}),
             ("serving_default", {"text": EMPTY}),
         ],
+        str(exports.rotary_classifier_path): [("serving_default", {"text": texts})],
         str(exports.language_model_path): [
             ("serving_default", {"prompt": texts}),
             ("serving_default", {"prompt": odd}),

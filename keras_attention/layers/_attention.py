@@ -7,6 +7,8 @@ Conventions: a mask is boolean with `True` at a real token. A padding mask has
 shape `[B, T]`, an attention mask `[B, Tq, Tk]`.
 """
 
+import math
+
 import keras
 from keras import ops
 
@@ -149,8 +151,34 @@ def window_mask(query_length, key_length, window_size, query_start=0):
     return ops.expand_dims(distance < window_size, 0)
 
 
+def alibi_slopes(num_heads):
+    """ALiBi's per-head slopes (Press et al. 2022): for H a power of two the
+    geometric sequence 2^(-8/H), 2^(-16/H), ..., 2^(-8); otherwise those of
+    the power of two below H, then every other one of the next power's."""
+
+    def powers_of_two(count):
+        return [2.0 ** (-8.0 * (head + 1) / count) for head in range(count)]
+
+    lower = 2 ** int(math.floor(math.log2(num_heads)))
+    if lower == num_heads:
+        return powers_of_two(num_heads)
+    return powers_of_two(lower) + powers_of_two(2 * lower)[0::2][: num_heads - lower]
+
+
+def alibi_bias(slopes, query_positions, key_positions):
+    """`[1, H, Tq, Tk]` float32: `-slope_h * |i - j|` for query position i
+    and key position j. Under a causal mask that is Press et al.'s
+    `-slope * (i - j)`; without one the bias is symmetric, and a key's
+    weight falls with its distance either way."""
+    distance = ops.abs(
+        ops.cast(query_positions[:, None] - key_positions[None, :], "float32")
+    )  # [Tq, Tk]
+    slopes = ops.convert_to_tensor(slopes, "float32")
+    return -slopes[None, :, None, None] * distance[None, None]
+
+
 def scaled_dot_product_attention(
-    query, key, value, mask=None, dropout_layer=None, training=None, heads_first=False
+    query, key, value, mask=None, dropout_layer=None, training=None, heads_first=False, bias=None
 ):
     """softmax(Q K^T / sqrt(d_k)) V, for all heads at once.
 
@@ -168,6 +196,8 @@ def scaled_dot_product_attention(
         mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`.
         dropout_layer: optional `keras.layers.Dropout` applied to the weights.
         training: passed to the dropout layer.
+        bias: optional float32 tensor broadcastable to `[B, H, Tq, Tk]`,
+            added to the scores before the softmax (ALiBi).
         heads_first: bool, the layout of `key` and `value`. A KV cache is
             kept heads first: the products then read it as it is, where the
             other layout would copy the whole cache into that order at every
@@ -193,6 +223,8 @@ def scaled_dot_product_attention(
         query = ops.reshape(query, (batch_size, query_length, key_value_heads, groups, depth))
         scores = ops.einsum(f"bqhgd,{keys}->bhgqk", query, key)  # [B, H_kv, G, Tq, Tk]
         scores = ops.reshape(scores, (batch_size, num_heads, query_length, -1))
+    if bias is not None:
+        scores = ops.cast(scores, "float32") + bias
     weights = masked_softmax(scores, mask)
     weights = ops.cast(weights, query.dtype)
     if dropout_layer is not None:

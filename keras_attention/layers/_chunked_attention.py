@@ -31,6 +31,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attention.layers._attention import alibi_bias
 from keras_attention.utils import NEG_INF, hash_uint32, uniform_from_bits
 
 
@@ -43,6 +44,7 @@ def chunked_attention(
     attention_mask=None,
     causal=False,
     window_size=None,
+    alibi_slopes=None,
     dropout_rate=0.0,
     seed=None,
 ):
@@ -59,6 +61,8 @@ def chunked_attention(
         causal: bool, query i reads keys j <= i only (Tq must equal Tk).
         window_size: optional int, query i reads keys j with |i - j| <
             `window_size` only.
+        alibi_slopes: optional list of H floats: ALiBi, `-slope_h * |i - j|`
+            added to each block's scores (computed block by block).
         dropout_rate: float in [0, 1), dropout on the weights.
         seed: int32 scalar tensor, the dropout draws' seed (needed when
             `dropout_rate > 0`).
@@ -165,6 +169,10 @@ def chunked_attention(
         exactly 0 beside any real score, so no mask is multiplied in."""
         q, k = block(scaled_query, query_block), block(key, key_block)
         scores = ops.einsum("bhqd,bhkd->bhqk", q, k)
+        if alibi_slopes is not None:
+            query_positions = query_block * chunk_size + ops.arange(chunk_size)
+            key_positions = key_block * chunk_size + ops.arange(chunk_size)
+            scores = scores + alibi_bias(alibi_slopes, query_positions, key_positions)
         if mask_every_block:
             return ops.where(block_mask(query_block, key_block), scores, NEG_INF)
         if causal:

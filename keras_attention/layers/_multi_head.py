@@ -115,19 +115,20 @@ class MultiHeadAttentionBase(Layer):
             return None
         return window_mask(query_length, key_length, self.window_size, query_start)
 
-    def _attend(self, query_input, query, key, value, mask, training, heads_first=False):
+    def _attend(self, query_input, query, key, value, mask, training, heads_first=False, bias=None):
         """Weighted sum of V for every head, heads merged and projected.
 
         query_input `[B, Tq, D]` (what the queries were projected from),
         query `[B, Tq, H, d_k]`, key `[B, Tk, H_kv, d_k]`, value
         `[B, Tk, H_kv, d_v]` (with `heads_first`, `[B, H_kv, Tk, d]`: a KV
-        cache), mask broadcastable to `[B, Tq, Tk]` or None.
+        cache), mask broadcastable to `[B, Tq, Tk]` or None, bias
+        broadcastable to `[B, H, Tq, Tk]` or None.
         Returns `(output [B, Tq, D], weights [B, H, Tq, Tk])`.
         """
         if mask is not None:
             mask = ops.expand_dims(mask, axis=1)  # one mask for every head
         context, weights = scaled_dot_product_attention(
-            query, key, value, mask, self.attention_dropout, training, heads_first
+            query, key, value, mask, self.attention_dropout, training, heads_first, bias
         )
         return self._merge_heads(context, query_input), weights
 
@@ -138,7 +139,16 @@ class MultiHeadAttentionBase(Layer):
         return self.chunk_size is not None and not return_attention_scores
 
     def _attend_in_chunks(
-        self, query_input, query, key, value, padding_mask, attention_mask, causal, training
+        self,
+        query_input,
+        query,
+        key,
+        value,
+        padding_mask,
+        attention_mask,
+        causal,
+        training,
+        alibi_slopes=None,
     ):
         """As `_attend`, in blocks of `chunk_size` keys and queries, with the
         masks apart (none of `[B, Tq, Tk]` size is made). Returns the output
@@ -162,6 +172,7 @@ class MultiHeadAttentionBase(Layer):
             attention_mask=attention_mask,
             causal=causal,
             window_size=self.window_size,
+            alibi_slopes=alibi_slopes,
             dropout_rate=rate,
             seed=seed,
         )

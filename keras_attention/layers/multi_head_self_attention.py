@@ -1,12 +1,19 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._attention import causal_mask, check_mask, key_mask, merge_masks
+from keras_attention.layers._attention import (
+    alibi_bias,
+    alibi_slopes,
+    causal_mask,
+    check_mask,
+    key_mask,
+    merge_masks,
+)
 from keras_attention.layers._multi_head import MultiHeadAttentionBase
 from keras_attention.layers.rotary_embedding import RotaryEmbedding
 from keras_attention.utils import check_choice, check_number, pack_outputs
 
-POSITIONS = (None, "rotary")
+POSITIONS = (None, "rotary", "alibi")
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -48,10 +55,13 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         use_gate: bool, gated attention (Qiu et al. 2025): each head's output
             is multiplied by a sigmoid of a projection of `x` before the
             output projection, as Keras core's `use_gate`. Default False.
-        positions: None (the default: positions, if any, are in `x`) or
+        positions: None (the default: positions, if any, are in `x`),
             `"rotary"`: each query and key is turned by its position
-            (`RotaryEmbedding`), so the scores see relative positions. Right
-            with a cache (positions from `cache_index`) and in blocks.
+            (`RotaryEmbedding`), so the scores see relative positions, or
+            `"alibi"` (Press et al. 2022): `-slope_h * |i - j|` is added to
+            head h's score of query i for key j, with the paper's slopes (in
+            blocks, block by block: no `[T, T]` tensor). Both are right with
+            a cache (positions from `cache_index`) and in blocks.
         rotary_max_wavelength, rotary_scaling_factor: the `RotaryEmbedding`'s
             `max_wavelength` (default 10000) and `scaling_factor` (linear
             position interpolation, default 1.0), with `positions="rotary"`.
@@ -187,11 +197,20 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             key = self.rotary_embedding(key, start_index=start)
 
         length = ops.shape(x)[1]
+        slopes = alibi_slopes(self.num_heads) if self.positions == "alibi" else None
         if cache is None:
             padding_mask = merge_masks(padding_mask, mask)
             if self._uses_chunks(return_attention_scores):
                 return self._attend_in_chunks(
-                    x, query, key, value, padding_mask, attention_mask, self.causal, training
+                    x,
+                    query,
+                    key,
+                    value,
+                    padding_mask,
+                    attention_mask,
+                    self.causal,
+                    training,
+                    alibi_slopes=slopes,
                 )
             future_mask = causal_mask(length, length) if self.causal else None
             window = self._window_mask(length, length)
@@ -212,8 +231,13 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             window = self._window_mask(length, ops.shape(key)[2], cache_index)
 
         mask = merge_masks(key_mask(padding_mask, attention_mask), future_mask, window)
+        bias = None
+        if slopes is not None:
+            start = 0 if cache is None else cache_index
+            key_length = ops.shape(key)[2 if cache is not None else 1]
+            bias = alibi_bias(slopes, ops.arange(length) + start, ops.arange(key_length))
         output, weights = self._attend(
-            x, query, key, value, mask, training, heads_first=cache is not None
+            x, query, key, value, mask, training, heads_first=cache is not None, bias=bias
         )
         return pack_outputs(output, weights if return_attention_scores else None, cache)
 

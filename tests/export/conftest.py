@@ -61,8 +61,11 @@ def exports(tmp_path_factory):
         translator, "reverse", target_tokenizer=tokenizer, beam_size=BEAM_SIZE
     )
     rnn = build_seq2seq_attention(tokenizer.vocabulary_size, attention="bahdanau")
-    # Rotary positions, so the classifier's export tests check them too.
-    classifier = build_transformer_classifier(tokenizer.vocabulary_size, 3, positions="rotary")
+    # ALiBi and rotary positions, so the classifier export tests check them too.
+    classifier = build_transformer_classifier(tokenizer.vocabulary_size, 3, positions="alibi")
+    rotary_classifier = build_transformer_classifier(
+        tokenizer.vocabulary_size, 3, num_layers=1, positions="rotary"
+    )
     # With today's attention options, so every language-model export test
     # also checks them through the SavedModel (the translator has none).
     language_model = build_transformer_lm(
@@ -85,6 +88,10 @@ def exports(tmp_path_factory):
         classifier=classifier,
         label_names=["low", "middle", "high"],
         classifier_path=export_as(classifier, "classify", label_names=["low", "middle", "high"]),
+        rotary_classifier=rotary_classifier,
+        rotary_classifier_path=export_as(
+            rotary_classifier, "classify_rotary", label_names=["low", "middle", "high"]
+        ),
         language_model=language_model,
         language_model_path=export_as(language_model, "lm"),
     )

@@ -125,7 +125,13 @@ def test_what_ctranslate2_cannot_hold_is_refused_by_name(exports, tmp_path):
 
 @pytest.mark.parametrize(
     "option",
-    [{"num_key_value_heads": 2}, {"window_size": 8}, {"use_gate": True}, {"positions": "rotary"}],
+    [
+        {"num_key_value_heads": 2},
+        {"window_size": 8},
+        {"use_gate": True},
+        {"positions": "rotary"},
+        {"positions": "alibi"},
+    ],
 )
 def test_attention_options_ctranslate2_has_not_are_refused_by_name(option, tmp_path):
     ((name, value),) = option.items()

@@ -219,10 +219,17 @@ def test_bad_input_gets_well_formed_answers(exports, served):
         assert all(value.shape[0] == 0 for value in empty.values())
 
 
-def test_classifier_answers_equal_the_model(exports, served):
-    result = answers(served, exports.classifier_path)[0]
+@pytest.mark.parametrize("positions", ["alibi", "rotary"])
+def test_classifier_answers_equal_the_model(positions, exports, served):
+    classifier, path = (
+        (exports.classifier, exports.classifier_path)
+        if positions == "alibi"
+        else (exports.rotary_classifier, exports.rotary_classifier_path)
+    )
+    assert classifier.encoder.positions == positions
+    result = answers(served, path)[0]
     ids = exports.tokenizer.tokenize(tf.constant(TEXTS)).to_tensor()
-    probabilities = tf.nn.softmax(exports.classifier(ids)).numpy()
+    probabilities = tf.nn.softmax(classifier(ids)).numpy()
     np.testing.assert_allclose(result["probabilities"], probabilities, atol=1e-5)
     labels = [exports.label_names[i].encode() for i in probabilities.argmax(-1)]
     assert list(result["label"]) == labels

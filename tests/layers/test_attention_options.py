@@ -1,7 +1,8 @@
 """The options of today's attention on our two attention layers:
 grouped-query heads (`num_key_value_heads`), a sliding window
 (`window_size`) and an output gate (`use_gate`), alone and together, and
-with rotary positions (`positions="rotary"`, see test_rotary_embedding.py).
+with rotary positions (`positions="rotary"`, see test_rotary_embedding.py)
+and ALiBi (`positions="alibi"`, against KerasHub's `AlibiBias`).
 
 The reference is Keras core's `GroupedQueryAttention` (its `sliding_window`
 and `use_gate`) with our weights copied in; beside it, the blocked path
@@ -12,6 +13,7 @@ the blocked path never reads a block outside it."""
 import itertools
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 from helpers import assert_layers_agree, run_layer_test, to_numpy
@@ -19,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_attention.layers import MultiHeadCrossAttention, MultiHeadSelfAttention
+from keras_attention.layers._attention import alibi_slopes
 from keras_attention.layers._chunked_attention import chunked_attention
 
 B, T, S, D, H = 2, 7, 5, 16, 4
@@ -147,17 +150,20 @@ def test_grouped_windowed_gated_layers_in_blocks_equal_dense(causal):
     for window_size in (2, 5):
         options = dict(num_heads=H, num_key_value_heads=2, window_size=window_size, use_gate=True)
 
-        def make_self(chunk_size, options=options):
-            keras.utils.set_random_seed(1)
-            return MultiHeadSelfAttention(
-                causal=causal, chunk_size=chunk_size, positions="rotary", **options
-            )
+        for positions in ("rotary", "alibi"):
+
+            def make_self(chunk_size, options=options, positions=positions):
+                keras.utils.set_random_seed(1)
+                return MultiHeadSelfAttention(
+                    causal=causal, chunk_size=chunk_size, positions=positions, **options
+                )
+
+            assert_layers_agree(make_self, [x], padding_mask=mask)
 
         def make_cross(chunk_size, options=options):
             keras.utils.set_random_seed(2)
             return MultiHeadCrossAttention(chunk_size=chunk_size, **options)
 
-        assert_layers_agree(make_self, [x], padding_mask=mask)
         assert_layers_agree(make_cross, [x, context], context_mask=context_mask)
 
 
@@ -201,13 +207,13 @@ def test_a_token_outside_the_window_changes_nothing(query_position, window_size,
     np.testing.assert_allclose(before, after, atol=1e-6)
 
 
-@pytest.mark.parametrize("positions", [None, "rotary"])
+@pytest.mark.parametrize("positions", [None, "rotary", "alibi"])
 @pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS)
 def test_cached_decoding_equals_the_full_pass(
     num_key_value_heads, window_size, use_gate, positions
 ):
     """Step by step over a cache that holds only the key/value heads; rotary
-    positions from the cache index."""
+    and ALiBi positions from the cache index."""
     x = random(B, T, D)
     layer = MultiHeadSelfAttention(
         num_heads=H,
@@ -273,3 +279,44 @@ def test_bad_options_are_refused_by_name(layer_cls):
     ]:
         with pytest.raises(ValueError, match=pattern):
             layer_cls(num_heads=H, **kwargs)
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 3, 4, 6, 8, 12, 16])
+def test_alibi_slopes_are_press_et_al_s_as_keras_hub_has_them(num_heads):
+    # KerasHub's AlibiBias on zero scores over two keys: slope * [-1, 0].
+    bias = to_numpy(keras_hub.layers.AlibiBias()(np.zeros((1, num_heads, 1, 2), "float32")))
+    np.testing.assert_allclose(alibi_slopes(num_heads), -bias[0, :, 0, 0], rtol=1e-6)
+    if num_heads == 8:  # the paper's: 1/2, 1/4, ..., 1/256
+        np.testing.assert_allclose(alibi_slopes(8), [2.0**-k for k in range(1, 9)])
+
+
+def test_causal_alibi_weights_equal_keras_hub_alibi_bias_on_the_scores():
+    """KerasHub adds slope * (j - (T - 1)) to every row: under a causal mask
+    that differs from ours, -slope * (i - j), by a constant per row, which
+    the softmax takes away."""
+    x = random(B, T, D)
+    layer = MultiHeadSelfAttention(num_heads=H, causal=True, positions="alibi")
+    _, weights = layer(x, return_attention_scores=True)
+    kernel, bias = (to_numpy(w) for w in layer.qkv_projection.weights)
+    projected = x @ kernel + bias
+    query = projected[..., :D].reshape(B, T, H, DEPTH)
+    key = projected[..., D : 2 * D].reshape(B, T, H, DEPTH)
+    scores = np.einsum("bqhd,bkhd->bhqk", query, key) / np.sqrt(DEPTH)
+    biased = to_numpy(keras_hub.layers.AlibiBias()(scores.astype("float32")))
+    biased = np.where(np.tril(np.ones((T, T), bool)), biased, -np.inf)
+    expected = np.exp(biased - biased.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(to_numpy(weights), expected, atol=1e-6)
+
+
+def test_alibi_without_causal_is_symmetric_and_falls_with_distance():
+    """With one vector at every position (a constant input) every score is
+    the same, so the weights are the bias alone: symmetric around the
+    query, smaller at each step away, and more peaked for the heads with
+    steeper slopes (head 0 has the steepest)."""
+    layer = MultiHeadSelfAttention(num_heads=H, positions="alibi")
+    _, weights = layer(np.ones((1, T, D), "float32"), return_attention_scores=True)
+    middle = to_numpy(weights)[0, :, T // 2]  # [H, T]: the middle query's row, each head
+    np.testing.assert_allclose(middle, middle[:, ::-1], atol=1e-6)
+    assert (np.diff(middle[:, T // 2 :], axis=-1) < 0).all()
+    assert (np.diff(middle[:, T // 2]) < 0).all()

@@ -1,6 +1,6 @@
 """The builders with today's attention options: grouped-query heads, a
-sliding window, an output gate and rotary positions reach every attention
-layer, train, save, and decode with the cache as without it."""
+sliding window, an output gate and rotary or ALiBi positions reach every
+attention layer, train, save, and decode with the cache as without it."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ from keras_attention.models import (
     build_transformer_lm,
 )
 
-OPTIONS = dict(num_key_value_heads=2, window_size=3, use_gate=True, positions="rotary")
+OPTIONS = dict(num_key_value_heads=2, window_size=3, use_gate=True)
 SMALL = dict(num_layers=1, model_dim=16, num_heads=4, intermediate_dim=32)
 IDS = np.array([[5, 6, 7, 8, 9, 3], [8, 9, 10, 0, 0, 0]], "int32")
 TARGET = np.array([[1, 5, 6, 7, 0], [1, 2, 3, 4, 5]], "int32")
@@ -29,16 +29,19 @@ def attention_layers(model):
                 yield block.cross_attention, False
 
 
-@pytest.mark.parametrize("builder", ["transformer", "lm", "classifier"])
-def test_each_builder_passes_the_options_to_every_attention_layer(builder, tmp_path):
+@pytest.mark.parametrize(
+    "builder,positions", [("transformer", "alibi"), ("lm", "rotary"), ("classifier", "rotary")]
+)
+def test_each_builder_passes_the_options_to_every_attention_layer(builder, positions, tmp_path):
+    options = dict(OPTIONS, positions=positions)
     if builder == "transformer":
-        model = build_transformer(20, **SMALL, **OPTIONS)
+        model = build_transformer(20, **SMALL, **options)
         inputs, labels, shape = {"source_ids": IDS, "target_ids": TARGET}, TARGET, (2, 5, 20)
     elif builder == "lm":
-        model = build_transformer_lm(20, **SMALL, **OPTIONS)
+        model = build_transformer_lm(20, **SMALL, **options)
         inputs, labels, shape = IDS, IDS, (2, 6, 20)
     else:
-        model = build_transformer_classifier(20, 3, **SMALL, **OPTIONS)
+        model = build_transformer_classifier(20, 3, **SMALL, **options)
         inputs, labels, shape = IDS, np.array([0, 2]), (2, 3)
     layers = list(attention_layers(model))
     assert len(layers) == (3 if builder == "transformer" else 1)
@@ -47,17 +50,19 @@ def test_each_builder_passes_the_options_to_every_attention_layer(builder, tmp_p
         # The window and the positions are the self-attention's; the
         # cross-attention reads the whole source, unturned.
         assert layer.window_size == (3 if is_self_attention else None)
-        assert getattr(layer, "positions", None) == ("rotary" if is_self_attention else None)
+        assert getattr(layer, "positions", None) == (positions if is_self_attention else None)
     assert model.positional_encoding is None  # nothing is added to the embeddings
     check_builds_trains_and_saves(model, inputs, labels, shape, tmp_path)
 
 
+@pytest.mark.parametrize("positions", ["rotary", "alibi"])
 @pytest.mark.parametrize("builder", ["transformer", "lm"])
-def test_decoding_with_the_options_uses_a_smaller_cache_and_equals_no_cache(builder):
+def test_decoding_with_the_options_uses_a_smaller_cache_and_equals_no_cache(builder, positions):
+    options = dict(OPTIONS, positions=positions)
     if builder == "transformer":
-        model, inputs = build_transformer(20, **SMALL, **OPTIONS), IDS
+        model, inputs = build_transformer(20, **SMALL, **options), IDS
     else:
-        model, inputs = build_transformer_lm(20, **SMALL, **OPTIONS), IDS[:, :3]
+        model, inputs = build_transformer_lm(20, **SMALL, **options), IDS[:, :3]
     cache = model.decoder.initial_caches(2, 8)[0]
     assert tuple(cache[0].shape) == (2, 2, 8, 4)  # [B, H_kv, max_length, d]
     for search in (decoding.greedy_search, decoding.beam_search):
