@@ -42,6 +42,7 @@ DOCUMENTED_MODULES = [
     "keras_attention.layers.multi_head_cross_attention",
     "keras_attention.layers.positional_encoding",
     "keras_attention.layers.position_embedding",
+    "keras_attention.layers.rotary_embedding",
     "keras_attention.layers.transformer_block",
     "keras_attention.layers.transformer_decoder_block",
     "keras_attention.models.transformer",

@@ -1,3 +1,4 @@
+import pytest
 import tensorflow_datasets as tfds
 
 import keras_attention.data.multilingual_dates  # noqa: F401
@@ -16,6 +17,7 @@ def test_tfds_load_reads_it_like_any_other_data_set(tmp_path):
     assert builder.info.supervised_keys == ("source", "target")
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_language_id_config(tmp_path):
     builder = tfds.builder("multilingual_dates/language_id", data_dir=tmp_path)
     builder.download_and_prepare()

@@ -74,6 +74,7 @@ def test_a_typo_in_model_overrides_is_an_error_not_the_default_model(dates_data_
     assert not (output_dir / "checkpoints").exists()  # nothing trained
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_a_diverging_run_stops_with_a_message_and_keeps_no_nan(dates_data_dir, tmp_path):
     output_dir = tmp_path / "run"
     flags = tiny(dates_data_dir, output_dir, "--learning-rate", "1e12", "--checkpoint-every", "1")
@@ -87,6 +88,7 @@ def test_a_diverging_run_stops_with_a_message_and_keeps_no_nan(dates_data_dir, t
         assert all(np.isfinite(a).all() for a in stored_floats(checkpoint / resume.WEIGHTS_FILE))
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_mixed_float16_trains_with_loss_scaling_and_finite_numbers(
     dates_data_dir, tmp_path, capsys
 ):

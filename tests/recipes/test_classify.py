@@ -2,6 +2,7 @@ import json
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -11,6 +12,7 @@ from keras_attention.recipes import classify
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_a_tiny_language_id_run_writes_everything(tmp_path, capsys):
     output_dir = tmp_path / "run"
     classify.main(
@@ -43,6 +45,7 @@ def test_a_tiny_language_id_run_writes_everything(tmp_path, capsys):
     assert answer["probabilities"].shape == (1, 28)
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_imdb_preset_on_mock_data(tmp_path):
     output_dir = tmp_path / "run"
     with tfds.testing.mock_data(num_examples=40, policy=tfds.testing.MockPolicy.USE_CODE):

@@ -13,6 +13,7 @@ from keras_attention.recipes import language_model
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_a_tiny_run_writes_everything(tmp_path, capsys):
     output_dir = tmp_path / "run"
     language_model.main(
@@ -51,6 +52,7 @@ def test_a_tiny_run_writes_everything(tmp_path, capsys):
     assert with_options["completion"].shape == (2,)
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_imdb_preset_on_mock_data(tmp_path):
     output_dir = tmp_path / "run"
     with tfds.testing.mock_data(num_examples=40, policy=tfds.testing.MockPolicy.USE_CODE):

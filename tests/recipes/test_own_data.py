@@ -134,6 +134,7 @@ def test_a_subword_run_exports_to_ctranslate2_with_its_sentencepiece_models(quic
     }
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_classify_on_files_with_string_labels(examples, tmp_path, capsys):
     train = write_lines(tmp_path / "train.tsv", [f"{e.source}\t{e.locale}" for e in examples])
     test = write_lines(
@@ -153,6 +154,7 @@ def test_classify_on_files_with_string_labels(examples, tmp_path, capsys):
     assert answer["label"].numpy()[0].decode() in ("de", "en", "es", "fr")
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_language_model_on_a_file_of_lines(examples, tmp_path, capsys):
     corpus = write_lines(tmp_path / "corpus.txt", [e.source for e in examples] + [""])
     output_dir = tmp_path / "run"
@@ -163,6 +165,7 @@ def test_language_model_on_a_file_of_lines(examples, tmp_path, capsys):
     assert (output_dir / "text_vocabulary.model").is_file()
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_any_tfds_data_set_by_name_and_keys(tmp_path):
     output_dir = tmp_path / "run"
     flags = [

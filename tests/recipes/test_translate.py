@@ -15,6 +15,7 @@ def tiny_flags(data_dir, output_dir, *extra):
     return recipe_helpers.tiny_flags(data_dir, output_dir, "--checkpoint-every", "4", *extra)
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_an_rnn_run_in_mixed_bfloat16_with_beam_search_writes_everything(
     dates_data_dir, tmp_path, capsys
 ):
@@ -65,6 +66,7 @@ def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_ted_preset_with_subwords_on_mock_data(tmp_path, capsys):
     """The TED pt->en preset, subword tokenisers and sacreBLEU, on TFDS's mock
     data (the real data set is a download)."""
