@@ -34,6 +34,12 @@ def check_rate(name, value):
     return float(value)
 
 
+def check_bool(name, value):
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    return value
+
+
 def check_number(name, value, above=None, at_least=None):
     """A real number (not a bool) `> above` or `>= at_least`, as a float."""
     bound = f"> {above}" if above is not None else f">= {at_least}"

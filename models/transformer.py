@@ -91,6 +91,14 @@ class Transformer(ZooModel):
             wavelength (with `positions="rotary"`). Default 10000.
         rotary_scaling_factor: float >= 1, linear position interpolation of
             the rotary positions: positions are divided by it. Default 1.0.
+        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
+            (RMS normalisation, as in Llama) around every sub-layer.
+            Default `"layer_norm"`.
+        feed_forward: str, `"dense"` (the paper's two layers with
+            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
+            Llama). Default `"dense"`.
+        use_bias: bool, whether the attention and feed-forward projections
+            have biases (Llama's have none). Default True.
         share_embeddings: bool, one embedding matrix for source and target
             (the vocabularies must then be one). Default False.
         tie_output_embeddings: bool, the output projection is the target
@@ -118,6 +126,9 @@ class Transformer(ZooModel):
         positions="sinusoidal",
         rotary_max_wavelength=10000.0,
         rotary_scaling_factor=1.0,
+        normalization="layer_norm",
+        feed_forward="dense",
+        use_bias=True,
         share_embeddings=False,
         tie_output_embeddings=False,
         **kwargs,
@@ -144,6 +155,9 @@ class Transformer(ZooModel):
             positions=attention_positions(positions),
             rotary_max_wavelength=rotary_max_wavelength,
             rotary_scaling_factor=rotary_scaling_factor,
+            normalization=normalization,
+            feed_forward=feed_forward,
+            use_bias=use_bias,
             dtype=policy,
         )
 

@@ -68,6 +68,14 @@ class TransformerClassifier(ZooModel):
             wavelength (with `positions="rotary"`). Default 10000.
         rotary_scaling_factor: float >= 1, linear position interpolation of
             the rotary positions: positions are divided by it. Default 1.0.
+        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
+            (RMS normalisation, as in Llama) around every sub-layer.
+            Default `"layer_norm"`.
+        feed_forward: str, `"dense"` (the paper's two layers with
+            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
+            Llama). Default `"dense"`.
+        use_bias: bool, whether the attention and feed-forward projections
+            have biases (Llama's have none). Default True.
         pooling: str, `"mean"` or `"first"`. Default `"mean"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
@@ -91,6 +99,9 @@ class TransformerClassifier(ZooModel):
         positions="sinusoidal",
         rotary_max_wavelength=10000.0,
         rotary_scaling_factor=1.0,
+        normalization="layer_norm",
+        feed_forward="dense",
+        use_bias=True,
         pooling="mean",
         **kwargs,
     ):
@@ -123,6 +134,9 @@ class TransformerClassifier(ZooModel):
             positions=attention_positions(positions),
             rotary_max_wavelength=rotary_max_wavelength,
             rotary_scaling_factor=rotary_scaling_factor,
+            normalization=normalization,
+            feed_forward=feed_forward,
+            use_bias=use_bias,
             dtype=policy,
             name="encoder",
         )

@@ -70,6 +70,14 @@ class TransformerLM(ZooModel):
             wavelength (with `positions="rotary"`). Default 10000.
         rotary_scaling_factor: float >= 1, linear position interpolation of
             the rotary positions: positions are divided by it. Default 1.0.
+        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
+            (RMS normalisation, as in Llama) around every sub-layer.
+            Default `"layer_norm"`.
+        feed_forward: str, `"dense"` (the paper's two layers with
+            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
+            Llama). Default `"dense"`.
+        use_bias: bool, whether the attention and feed-forward projections
+            have biases (Llama's have none). Default True.
         positions: str, `"sinusoidal"` (any length), `"learned"` (up to
             `max_length`), `"rotary"` (the self-attention turns each query
             and key by its position) or `"alibi"` (the self-attention adds
@@ -103,6 +111,9 @@ class TransformerLM(ZooModel):
         max_length=None,
         rotary_max_wavelength=10000.0,
         rotary_scaling_factor=1.0,
+        normalization="layer_norm",
+        feed_forward="dense",
+        use_bias=True,
         tie_output_embeddings=True,
         **kwargs,
     ):
@@ -131,6 +142,9 @@ class TransformerLM(ZooModel):
             positions=attention_positions(positions),
             rotary_max_wavelength=rotary_max_wavelength,
             rotary_scaling_factor=rotary_scaling_factor,
+            normalization=normalization,
+            feed_forward=feed_forward,
+            use_bias=use_bias,
             dtype=policy,
             name="decoder",
         )

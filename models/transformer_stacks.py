@@ -15,6 +15,7 @@ from keras_attention.layers import (
     TransformerDecoderBlock,
 )
 from keras_attention.layers._multi_head import check_attention_options
+from keras_attention.layers._transformer import normalization_layer
 from keras_attention.models.zoo_model import padding_mask
 from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
 
@@ -38,6 +39,9 @@ class _Stack(Layer):
         positions=None,
         rotary_max_wavelength=10000.0,
         rotary_scaling_factor=1.0,
+        normalization="layer_norm",
+        feed_forward="dense",
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -54,6 +58,9 @@ class _Stack(Layer):
         self.positions = positions
         self.rotary_max_wavelength = rotary_max_wavelength
         self.rotary_scaling_factor = rotary_scaling_factor
+        self.normalization = normalization
+        self.feed_forward = feed_forward
+        self.use_bias = use_bias
         self.blocks = [
             self.block_class(
                 num_heads=num_heads,
@@ -67,6 +74,9 @@ class _Stack(Layer):
                 positions=positions,
                 rotary_max_wavelength=rotary_max_wavelength,
                 rotary_scaling_factor=rotary_scaling_factor,
+                normalization=normalization,
+                feed_forward=feed_forward,
+                use_bias=use_bias,
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -74,9 +84,7 @@ class _Stack(Layer):
         ]
         # Pre-norm leaves the last block's output unnormalised: add a norm.
         self.final_norm = (
-            keras.layers.LayerNormalization(
-                epsilon=1e-6, dtype=self.dtype_policy, name="final_norm"
-            )
+            normalization_layer(normalization, 1e-6, self.dtype_policy, "final_norm")
             if norm_first
             else None
         )
@@ -100,6 +108,9 @@ class _Stack(Layer):
                 "positions": self.positions,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
                 "rotary_scaling_factor": self.rotary_scaling_factor,
+                "normalization": self.normalization,
+                "feed_forward": self.feed_forward,
+                "use_bias": self.use_bias,
             }
         )
         return config

@@ -85,15 +85,20 @@ def check_convertible(model):
     activations = {block.activation.__name__ for block in blocks}
     if activations != {"relu"}:
         raise ValueError(f"CTranslate2 export needs relu feed-forward layers; got {activations}")
-    for option, plain in (
-        ("num_key_value_heads", None),
-        ("window_size", None),
-        ("use_gate", False),
-    ):
+    plain_options = {
+        "num_key_value_heads": None,
+        "window_size": None,
+        "use_gate": False,
+        "normalization": "layer_norm",
+        "feed_forward": "dense",
+        "use_bias": True,
+    }
+    for option, plain in plain_options.items():
         value = getattr(model.encoder, option)
         if value != plain:
             raise ValueError(
-                f"CTranslate2's Transformer has no {option}; the model has {option}={value!r}"
+                f"CTranslate2's Transformer takes only {option}={plain!r}; "
+                f"the model has {option}={value!r}"
             )
     if model.encoder.positions is not None:
         raise ValueError(

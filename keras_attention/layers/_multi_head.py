@@ -13,6 +13,7 @@ from keras_attention.layers._attention import scaled_dot_product_attention, wind
 from keras_attention.layers._chunked_attention import chunked_attention
 from keras_attention.utils import (
     Layer,
+    check_bool,
     check_positive_int,
     check_rate,
     clone_initializer,
@@ -210,6 +211,4 @@ def check_attention_options(num_heads, num_key_value_heads, window_size, use_gat
             f"num_key_value_heads={num_key_value_heads}, num_heads={num_heads}"
         )
     check_positive_int("window_size", window_size, allow_none=True)
-    if not isinstance(use_gate, bool):
-        raise ValueError(f"`use_gate` must be True or False. Received: use_gate={use_gate!r}")
-    return num_key_value_heads, window_size, use_gate
+    return num_key_value_heads, window_size, check_bool("use_gate", use_gate)

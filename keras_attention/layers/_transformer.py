@@ -10,12 +10,25 @@ from keras_attention.layers._multi_head import check_attention_options
 from keras_attention.layers.multi_head_self_attention import POSITIONS
 from keras_attention.utils import (
     Layer,
+    check_bool,
     check_choice,
     check_number,
     check_positive_int,
     check_rate,
     clone_initializer,
 )
+
+NORMALIZATIONS = ("layer_norm", "rms_norm")
+FEED_FORWARDS = ("dense", "swiglu")
+
+
+def normalization_layer(normalization, epsilon, dtype_policy, name):
+    """`keras.layers.LayerNormalization` or `keras.layers.RMSNormalization`."""
+    if normalization == "rms_norm":
+        norm = keras.layers.RMSNormalization(epsilon=epsilon, dtype=dtype_policy, name=name)
+        norm.supports_masking = True  # position by position, as LayerNormalization
+        return norm
+    return keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype_policy, name=name)
 
 
 class TransformerBlockBase(Layer):
@@ -37,6 +50,9 @@ class TransformerBlockBase(Layer):
         positions=None,
         rotary_max_wavelength=10000.0,
         rotary_scaling_factor=1.0,
+        normalization="layer_norm",
+        feed_forward="dense",
+        use_bias=True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -60,6 +76,9 @@ class TransformerBlockBase(Layer):
         self.rotary_scaling_factor = check_number(
             "rotary_scaling_factor", rotary_scaling_factor, at_least=1
         )
+        self.normalization = check_choice("normalization", normalization, NORMALIZATIONS)
+        self.feed_forward = check_choice("feed_forward", feed_forward, FEED_FORWARDS)
+        self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
@@ -90,14 +109,18 @@ class TransformerBlockBase(Layer):
             chunk_size=self.chunk_size,
             num_key_value_heads=self.num_key_value_heads,
             use_gate=self.use_gate,
+            use_bias=self.use_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
         )
 
     def _layer_norm(self, name, model_dim):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        """The norm around a sub-layer: layer normalisation (the paper's), or
+        RMS normalisation (`x / rms(x) * g`, Zhang & Sennrich 2019, as in
+        Llama), both in float32 under mixed precision."""
+        norm = normalization_layer(
+            self.normalization, self.layer_norm_epsilon, self.dtype_policy, name
         )
         norm.build((None, None, model_dim))
         return norm
@@ -106,22 +129,30 @@ class TransformerBlockBase(Layer):
         return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
 
     def _build_feed_forward(self, model_dim):
-        """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alike."""
+        """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alike;
+        with `feed_forward="swiglu"` (Shazeer 2020, as in Llama)
+        FFN(x) = (silu(x W_gate) * x W1) W2."""
 
         def dense(units, activation, name):
             return keras.layers.Dense(
                 units,
                 activation=activation,
+                use_bias=self.use_bias,
                 kernel_initializer=clone_initializer(self.kernel_initializer),
                 bias_initializer=clone_initializer(self.bias_initializer),
                 dtype=self.dtype_policy,
                 name=name,
             )
 
+        swiglu = self.feed_forward == "swiglu"
         self.feed_forward_intermediate = dense(
-            self.intermediate_dim, self.activation, "feed_forward_intermediate"
+            self.intermediate_dim, None if swiglu else self.activation, "feed_forward_intermediate"
         )
         self.feed_forward_intermediate.build((None, None, model_dim))
+        self.feed_forward_gate = None
+        if swiglu:
+            self.feed_forward_gate = dense(self.intermediate_dim, "silu", "feed_forward_gate")
+            self.feed_forward_gate.build((None, None, model_dim))
         self.feed_forward_output = dense(model_dim, None, "feed_forward_output")
         self.feed_forward_output.build((None, None, self.intermediate_dim))
         self.feed_forward_dropout = self._dropout("feed_forward_dropout")
@@ -138,7 +169,10 @@ class TransformerBlockBase(Layer):
 
     def _feed_forward(self, x, training):
         y = self._sublayer_input(x, self.feed_forward_norm)
-        y = self.feed_forward_output(self.feed_forward_intermediate(y))
+        hidden = self.feed_forward_intermediate(y)
+        if self.feed_forward_gate is not None:
+            hidden = self.feed_forward_gate(y) * hidden
+        y = self.feed_forward_output(hidden)
         return self._add_and_norm(x, y, self.feed_forward_norm, self.feed_forward_dropout, training)
 
     def get_config(self):
@@ -159,6 +193,9 @@ class TransformerBlockBase(Layer):
                 "positions": self.positions,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
                 "rotary_scaling_factor": self.rotary_scaling_factor,
+                "normalization": self.normalization,
+                "feed_forward": self.feed_forward,
+                "use_bias": self.use_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }

@@ -28,8 +28,14 @@ class TransformerBlock(TransformerBlockBase):
             Default None (dense).
         num_key_value_heads, window_size, use_gate, positions,
             rotary_max_wavelength, rotary_scaling_factor: grouped-query
-            heads, a sliding window, an output gate and rotary positions on
-            the self-attention; see `MultiHeadSelfAttention`.
+            heads, a sliding window, an output gate and rotary or ALiBi
+            positions on the self-attention; see `MultiHeadSelfAttention`.
+        normalization: `"layer_norm"` (default, the paper's) or `"rms_norm"`
+            (RMS normalisation, as in Llama) around every sub-layer.
+        feed_forward: `"dense"` (default: two layers, `activation` between)
+            or `"swiglu"`: `(silu(x W_gate) * x W1) W2`, as in Llama.
+        use_bias: bool, whether the attention and feed-forward projections
+            have biases. Default True.
         activation: feed-forward activation. Default `"relu"`.
         layer_norm_epsilon: float, default 1e-6.
         kernel_initializer, bias_initializer: initializers of the dense layers.

@@ -36,8 +36,14 @@ class TransformerDecoderBlock(TransformerBlockBase):
         num_key_value_heads, use_gate: grouped-query heads and an output
             gate on both attention layers; see `MultiHeadSelfAttention`.
         window_size, positions, rotary_max_wavelength, rotary_scaling_factor:
-            a sliding window and rotary positions on the self-attention
+            a sliding window and rotary or ALiBi positions on the self-attention
             (the cross-attention reads the whole source, unturned).
+        normalization: `"layer_norm"` (default, the paper's) or `"rms_norm"`
+            (RMS normalisation, as in Llama) around every sub-layer.
+        feed_forward: `"dense"` (default: two layers, `activation` between)
+            or `"swiglu"`: `(silu(x W_gate) * x W1) W2`, as in Llama.
+        use_bias: bool, whether the attention and feed-forward projections
+            have biases. Default True.
         activation, layer_norm_epsilon, kernel_initializer, bias_initializer:
             as in `TransformerBlock`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).

@@ -86,6 +86,8 @@ def test_the_trained_translator_translates_the_same_in_ctranslate2(exports, tmp_
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_random_weights_translate_the_same_post_norm_and_pre_norm(norm_first, tmp_path):
+    # The pre-norm model also shares one embedding matrix between source,
+    # target and output projection, as the paper's base and big do.
     """Untrained weights give long, varied greedy answers (30 tokens, no
     `</s>`): every weight must land in its place for them to agree. Beam
     search is compared on the trained model above, whose answers end with
@@ -95,7 +97,12 @@ def test_random_weights_translate_the_same_post_norm_and_pre_norm(norm_first, tm
     keras.utils.set_random_seed(1)
     texts = ["attention", "is all", "you need", "q k v", "softmax"]
     tokenizer = CharacterTokenizer.train(texts)
-    model = build_transformer(tokenizer.vocabulary_size, norm_first=norm_first)
+    model = build_transformer(
+        tokenizer.vocabulary_size,
+        norm_first=norm_first,
+        share_embeddings=norm_first,
+        tie_output_embeddings=norm_first,
+    )
     folder = export_ctranslate2(model, tmp_path / "ct2", tokenizer, tokenizer)
     translator = ctranslate2.Translator(str(folder), intra_threads=1)
     ids = tokenizer.tokenize(tf.constant(texts)).to_tensor()
@@ -131,9 +138,12 @@ def test_what_ctranslate2_cannot_hold_is_refused_by_name(exports, tmp_path):
         {"use_gate": True},
         {"positions": "rotary"},
         {"positions": "alibi"},
+        {"normalization": "rms_norm"},
+        {"feed_forward": "swiglu"},
+        {"use_bias": False},
     ],
 )
-def test_attention_options_ctranslate2_has_not_are_refused_by_name(option, tmp_path):
+def test_options_ctranslate2_cannot_hold_are_refused_by_name(option, tmp_path):
     ((name, value),) = option.items()
     model = build_transformer(20, num_layers=1, model_dim=16, intermediate_dim=16, **option)
     with pytest.raises(ValueError, match=f"; the model has {name}={value!r}"):

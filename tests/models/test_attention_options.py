@@ -14,7 +14,15 @@ from keras_attention.models import (
     build_transformer_lm,
 )
 
-OPTIONS = dict(num_key_value_heads=2, window_size=3, use_gate=True)
+# Llama's block beside the attention options: RMS norms, SwiGLU, no biases.
+OPTIONS = dict(
+    num_key_value_heads=2,
+    window_size=3,
+    use_gate=True,
+    normalization="rms_norm",
+    feed_forward="swiglu",
+    use_bias=False,
+)
 SMALL = dict(num_layers=1, model_dim=16, num_heads=4, intermediate_dim=32)
 IDS = np.array([[5, 6, 7, 8, 9, 3], [8, 9, 10, 0, 0, 0]], "int32")
 TARGET = np.array([[1, 5, 6, 7, 0], [1, 2, 3, 4, 5]], "int32")
