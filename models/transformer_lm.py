@@ -31,6 +31,24 @@ PRESETS = {
         positions="learned",
         max_length=1024,
     ),
+    # Today's decoder (Llama's choices) at the tiny preset's width: pre-norm
+    # RMS norms, a SwiGLU feed-forward network (176 wide: its three matrices
+    # hold about the parameters of tiny's two of 256), rotary positions, two
+    # key/value heads for four query heads, no biases, tied embeddings.
+    "modern": dict(
+        num_layers=2,
+        model_dim=64,
+        num_heads=4,
+        intermediate_dim=176,
+        dropout=0.1,
+        norm_first=True,
+        normalization="rms_norm",
+        feed_forward="swiglu",
+        positions="rotary",
+        num_key_value_heads=2,
+        use_bias=False,
+        tie_output_embeddings=True,
+    ),
 }
 POSITIONS = ("sinusoidal", "learned", "rotary", "alibi")
 

@@ -36,3 +36,25 @@ def test_bad_arguments():
         build_transformer_lm(20, positions="absolute")
     with pytest.raises(ValueError, match="max_length=None"):
         build_transformer_lm(20, positions="learned")
+
+
+def test_the_modern_preset_is_llamas_block_at_tiny_sizes(tmp_path):
+    model = build_transformer_lm(20, preset="modern")
+    config = model.get_config()
+    expected = dict(
+        norm_first=True,
+        normalization="rms_norm",
+        feed_forward="swiglu",
+        positions="rotary",
+        num_key_value_heads=2,
+        use_bias=False,
+        tie_output_embeddings=True,
+    )
+    assert {name: config[name] for name in expected} == expected
+    assert model.positional_encoding is None and model.output_projection is None
+    assert not [w.path for w in model.weights if "bias" in w.path]
+    # About the tiny preset's size: the key/value heads and the biases saved.
+    tiny = build_transformer_lm(20).count_params()
+    assert 0.8 * tiny < model.count_params() < tiny
+    ids = np.array([[1, 5, 6, 7, 0], [1, 8, 9, 3, 4]], "int32")
+    check_builds_trains_and_saves(model, ids, ids, (2, 5, 20), tmp_path)

@@ -14,10 +14,13 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.large  # a whole recipe run (see docs/testing.md)
-def test_a_tiny_run_writes_everything(tmp_path, capsys):
+@pytest.mark.parametrize("model_preset", ["tiny", "modern"])
+def test_a_tiny_run_writes_everything(model_preset, tmp_path, capsys):
     output_dir = tmp_path / "run"
     language_model.main(
         [
+            "--model-preset",
+            model_preset,
             "--data-dir",
             str(tmp_path / "tfds"),
             "--output-dir",
@@ -39,6 +42,9 @@ def test_a_tiny_run_writes_everything(tmp_path, capsys):
     assert 1.0 < results["perplexity"] < 1000.0
     model = keras.saving.load_model(output_dir / "model.keras")
     assert model(np.array([[1, 5, 6]])).shape[:2] == (1, 3)
+    assert model.get_config()["positions"] == (
+        "rotary" if model_preset == "modern" else "sinusoidal"
+    )
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
     assert printed.count(" -> ") >= 6  # the completions
     served = tf.saved_model.load(str(output_dir / "serving" / "language_model" / "1"))
@@ -50,6 +56,15 @@ def test_a_tiny_run_writes_everything(tmp_path, capsys):
         max_length=tf.constant([5, 3]),
     )
     assert with_options["completion"].shape == (2,)
+    sampled = served.signatures["complete_by_sampling"](
+        prompt=tf.constant(["29 nov", ""]),
+        max_length=tf.constant([5, 3]),
+        temperature=tf.constant([1.0, 0.0]),
+        top_k=tf.constant([0, 0]),
+        top_p=tf.constant([1.0, 1.0]),
+        seed=tf.constant([1, 2]),
+    )
+    assert sampled["completion"].shape == (2,)
 
 
 @pytest.mark.large  # a whole recipe run (see docs/testing.md)
