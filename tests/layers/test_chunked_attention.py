@@ -10,19 +10,41 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
 
-from keras_attention.layers._attention import causal_mask, key_mask, scaled_dot_product_attention
+from keras_attention.layers._attention import (
+    alibi_bias,
+    alibi_slopes,
+    causal_mask,
+    key_mask,
+    merge_masks,
+    scaled_dot_product_attention,
+    window_mask,
+)
 from keras_attention.layers._chunked_attention import chunked_attention
 
 
-def dense(query, key, value, padding_mask=None, attention_mask=None, causal=False):
+def dense(
+    query,
+    key,
+    value,
+    padding_mask=None,
+    attention_mask=None,
+    causal=False,
+    window_size=None,
+    alibi_slopes=None,
+):
     """The dense path, the reference: scores [B, H, Tq, Tk], softmax, sum."""
+    query_length, key_length = query.shape[1], key.shape[1]
     mask = key_mask(padding_mask, attention_mask)
     if causal:
-        future = causal_mask(query.shape[1], key.shape[1])
-        mask = future if mask is None else ops.logical_and(mask, future)
+        mask = merge_masks(mask, causal_mask(query_length, key_length))
+    if window_size is not None:
+        mask = merge_masks(mask, window_mask(query_length, key_length, window_size))
     if mask is not None:
         mask = ops.expand_dims(mask, 1)  # every head
-    return scaled_dot_product_attention(query, key, value, mask)[0]
+    bias = None
+    if alibi_slopes is not None:
+        bias = alibi_bias(alibi_slopes, ops.arange(query_length), ops.arange(key_length))
+    return scaled_dot_product_attention(query, key, value, mask, bias=bias)[0]
 
 
 def value_and_gradients(function, inputs, upstream):
@@ -68,16 +90,20 @@ def problems(draw):
         random.normal(size=(batch_size, length, heads, depth)).astype("float32")
         for length in (query_length, key_length, key_length)
     ]
-    return arrays, padding, attention, causal, chunk_size
+    # A sliding window and ALiBi, which block by block skip and bias.
+    window_size = draw(st.one_of(st.none(), st.integers(1, 8)))
+    slopes = alibi_slopes(heads) if draw(st.booleans()) else None
+    options = dict(window_size=window_size, alibi_slopes=slopes)
+    return arrays, padding, attention, causal, chunk_size, options
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(problem=problems())
 def test_blocks_equal_dense_outputs_and_gradients(problem):
-    (query, key, value), padding, attention, causal, chunk_size = problem
+    (query, key, value), padding, attention, causal, chunk_size, options = problem
     upstream = np.random.default_rng(1).normal(size=query.shape[:3] + value.shape[3:])
     upstream = upstream.astype("float32")
-    masks = dict(padding_mask=padding, attention_mask=attention, causal=causal)
+    masks = dict(padding_mask=padding, attention_mask=attention, causal=causal, **options)
 
     def blocked(q, k, v):
         return chunked_attention(q, k, v, chunk_size, **masks)
