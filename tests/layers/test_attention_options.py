@@ -16,7 +16,7 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
-from helpers import assert_layers_agree, run_layer_test, to_numpy
+from helpers import assert_layers_agree, layer_gradients, run_layer_test, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,6 +120,32 @@ def assert_same_where_keys(ours, ours_out, theirs_out, may_read, has_key):
     np.testing.assert_allclose(ours_out[has_key], theirs_out[has_key], atol=1e-5)
     bias = to_numpy(ours.output_projection.weights[1])
     np.testing.assert_allclose(ours_out[~has_key], np.broadcast_to(bias, ours_out[~has_key].shape))
+
+
+@pytest.mark.parametrize(
+    "num_key_value_heads,window_size,use_gate", [(None, None, False), (2, 3, True), (1, 5, True)]
+)
+def test_input_gradients_match_keras_grouped_query_attention(
+    num_key_value_heads, window_size, use_gate
+):
+    """d/dx of sum(output * g): ours against Keras core's, where x is both
+    its query and its value, so its two input gradients add up."""
+    x, upstream = random(B, T, D), random(B, T, D, seed=5)
+    ours = MultiHeadSelfAttention(
+        num_heads=H,
+        causal=True,
+        num_key_value_heads=num_key_value_heads,
+        window_size=window_size,
+        use_gate=use_gate,
+    )
+    ours(x)
+    theirs = keras_copy(ours)
+    output, (d_x, *_) = layer_gradients(ours, [x], upstream)
+    expected, (d_query, d_value, *_) = layer_gradients(
+        theirs, [x, x], upstream, use_causal_mask=True
+    )
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    np.testing.assert_allclose(d_x, d_query + d_value, atol=1e-5)
 
 
 @pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS)
