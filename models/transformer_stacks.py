@@ -14,7 +14,6 @@ from keras_attention.layers import (
     TransformerBlock,
     TransformerDecoderBlock,
 )
-from keras_attention.layers._multi_head import check_attention_options
 from keras_attention.layers._transformer import normalization_layer
 from keras_attention.models.zoo_model import padding_mask
 from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
@@ -51,16 +50,20 @@ class _Stack(Layer):
         self.dropout = check_rate("dropout", dropout)
         self.norm_first = bool(norm_first)
         self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
-        self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
-            self.num_heads, num_key_value_heads, window_size, use_gate
-        )
         self.supports_masking = True
-        self.positions = positions
-        self.rotary_max_wavelength = rotary_max_wavelength
-        self.rotary_scaling_factor = rotary_scaling_factor
-        self.normalization = normalization
-        self.feed_forward = feed_forward
-        self.use_bias = use_bias
+        # Today's attention and block options, as every block takes them
+        # (the blocks, made here, check them).
+        self.block_options = dict(
+            num_key_value_heads=num_key_value_heads,
+            window_size=window_size,
+            use_gate=use_gate,
+            positions=positions,
+            rotary_max_wavelength=rotary_max_wavelength,
+            rotary_scaling_factor=rotary_scaling_factor,
+            normalization=normalization,
+            feed_forward=feed_forward,
+            use_bias=use_bias,
+        )
         self.blocks = [
             self.block_class(
                 num_heads=num_heads,
@@ -68,15 +71,7 @@ class _Stack(Layer):
                 dropout=dropout,
                 norm_first=norm_first,
                 chunk_size=chunk_size,
-                num_key_value_heads=num_key_value_heads,
-                window_size=window_size,
-                use_gate=use_gate,
-                positions=positions,
-                rotary_max_wavelength=rotary_max_wavelength,
-                rotary_scaling_factor=rotary_scaling_factor,
-                normalization=normalization,
-                feed_forward=feed_forward,
-                use_bias=use_bias,
+                **self.block_options,
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -102,15 +97,7 @@ class _Stack(Layer):
                 "dropout": self.dropout,
                 "norm_first": self.norm_first,
                 "chunk_size": self.chunk_size,
-                "num_key_value_heads": self.num_key_value_heads,
-                "window_size": self.window_size,
-                "use_gate": self.use_gate,
-                "positions": self.positions,
-                "rotary_max_wavelength": self.rotary_max_wavelength,
-                "rotary_scaling_factor": self.rotary_scaling_factor,
-                "normalization": self.normalization,
-                "feed_forward": self.feed_forward,
-                "use_bias": self.use_bias,
+                **self.block_options,
             }
         )
         return config

@@ -93,17 +93,18 @@ def check_convertible(model):
         "feed_forward": "dense",
         "use_bias": True,
     }
+    options = model.encoder.block_options
     for option, plain in plain_options.items():
-        value = getattr(model.encoder, option)
+        value = options[option]
         if value != plain:
             raise ValueError(
                 f"CTranslate2's Transformer takes only {option}={plain!r}; "
                 f"the model has {option}={value!r}"
             )
-    if model.encoder.positions is not None:
+    if options["positions"] is not None:
         raise ValueError(
             "CTranslate2 export needs positions added to the embeddings (sinusoidal); "
-            f"the model has positions={model.encoder.positions!r}"
+            f"the model has positions={options['positions']!r}"
         )
     epsilons = {block.layer_norm_epsilon for block in blocks}
     if len(epsilons) != 1:

@@ -226,7 +226,7 @@ def test_classifier_answers_equal_the_model(positions, exports, served):
         if positions == "alibi"
         else (exports.rotary_classifier, exports.rotary_classifier_path)
     )
-    assert classifier.encoder.positions == positions
+    assert classifier.encoder.block_options["positions"] == positions
     result = answers(served, path)[0]
     ids = exports.tokenizer.tokenize(tf.constant(TEXTS)).to_tensor()
     probabilities = tf.nn.softmax(classifier(ids)).numpy()
