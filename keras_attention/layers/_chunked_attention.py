@@ -114,12 +114,15 @@ def chunked_attention(
     def row_block(x, index):  # block `index` of `x [B, H, T']` along T
         return ops.slice(x, [0, 0, index * chunk_size], [batch_size, num_heads, chunk_size])
 
+    def positions(index):  # `[c]`: the positions of block `index`
+        return index * chunk_size + ops.arange(chunk_size)
+
     def block_mask(query_block, key_block):
         """`[B, 1, c, c]`: True where a query of the block may read a key."""
         mask = ops.slice(real_key, [0, key_block * chunk_size], [batch_size, chunk_size])
         mask = mask[:, None, None, :]
-        query_positions = (query_block * chunk_size + ops.arange(chunk_size))[:, None]
-        key_positions = (key_block * chunk_size + ops.arange(chunk_size))[None, :]
+        query_positions = positions(query_block)[:, None]
+        key_positions = positions(key_block)[None, :]
         if causal:
             mask = mask & (query_positions >= key_positions)[None, None]
         if window_size is not None:
@@ -134,8 +137,8 @@ def chunked_attention(
         """`[B, H, c, c]`: 0 for a dropped weight, 1 / (1 - rate) for a kept one."""
         rows = ops.cast(ops.arange(batch_size * num_heads), "uint32")
         row_keys = hash_uint32(ops.bitwise_xor(rows, seed))  # [B * H]
-        query_positions = ops.cast(query_block * chunk_size + ops.arange(chunk_size), "uint32")
-        key_positions = ops.cast(key_block * chunk_size + ops.arange(chunk_size), "uint32")
+        query_positions = ops.cast(positions(query_block), "uint32")
+        key_positions = ops.cast(positions(key_block), "uint32")
         query_keys = hash_uint32(ops.bitwise_xor(row_keys[:, None], query_positions[None, :]))
         bits = hash_uint32(ops.bitwise_xor(query_keys[:, :, None], key_positions[None, None, :]))
         kept = ops.cast(uniform_from_bits(bits) < keep, "float32") / keep
@@ -170,9 +173,7 @@ def chunked_attention(
         q, k = block(scaled_query, query_block), block(key, key_block)
         scores = ops.einsum("bhqd,bhkd->bhqk", q, k)
         if alibi_slopes is not None:
-            query_positions = query_block * chunk_size + ops.arange(chunk_size)
-            key_positions = key_block * chunk_size + ops.arange(chunk_size)
-            scores = scores + alibi_bias(alibi_slopes, query_positions, key_positions)
+            scores = scores + alibi_bias(alibi_slopes, positions(query_block), positions(key_block))
         if mask_every_block:
             return ops.where(block_mask(query_block, key_block), scores, NEG_INF)
         if causal:

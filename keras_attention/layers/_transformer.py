@@ -7,12 +7,11 @@ Private to the package.
 import keras
 
 from keras_attention.layers._multi_head import check_attention_options
-from keras_attention.layers.multi_head_self_attention import POSITIONS
+from keras_attention.layers.multi_head_self_attention import check_positions
 from keras_attention.utils import (
     Layer,
     check_bool,
     check_choice,
-    check_number,
     check_positive_int,
     check_rate,
     clone_initializer,
@@ -69,12 +68,8 @@ class TransformerBlockBase(Layer):
         self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
             self.num_heads, num_key_value_heads, window_size, use_gate
         )
-        self.positions = check_choice("positions", positions, POSITIONS)
-        self.rotary_max_wavelength = check_number(
-            "rotary_max_wavelength", rotary_max_wavelength, above=1
-        )
-        self.rotary_scaling_factor = check_number(
-            "rotary_scaling_factor", rotary_scaling_factor, at_least=1
+        self.positions, self.rotary_max_wavelength, self.rotary_scaling_factor = check_positions(
+            positions, rotary_max_wavelength, rotary_scaling_factor
         )
         self.normalization = check_choice("normalization", normalization, NORMALIZATIONS)
         self.feed_forward = check_choice("feed_forward", feed_forward, FEED_FORWARDS)

@@ -16,6 +16,16 @@ from keras_attention.utils import check_choice, check_number, pack_outputs
 POSITIONS = (None, "rotary", "alibi")
 
 
+def check_positions(positions, rotary_max_wavelength, rotary_scaling_factor):
+    """The positions inside self-attention, checked: `positions` one of
+    `POSITIONS`, the rotary wavelength > 1 and scaling factor >= 1."""
+    return (
+        check_choice("positions", positions, POSITIONS),
+        check_number("rotary_max_wavelength", rotary_max_wavelength, above=1),
+        check_number("rotary_scaling_factor", rotary_scaling_factor, at_least=1),
+    )
+
+
 @keras.saving.register_keras_serializable(package="keras_attention")
 class MultiHeadSelfAttention(MultiHeadAttentionBase):
     """Multi-head scaled dot-product self-attention ("Attention Is All You Need").
@@ -131,12 +141,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             **kwargs,
         )
         self.causal = bool(causal)
-        self.positions = check_choice("positions", positions, POSITIONS)
-        self.rotary_max_wavelength = check_number(
-            "rotary_max_wavelength", rotary_max_wavelength, above=1
-        )
-        self.rotary_scaling_factor = check_number(
-            "rotary_scaling_factor", rotary_scaling_factor, at_least=1
+        self.positions, self.rotary_max_wavelength, self.rotary_scaling_factor = check_positions(
+            positions, rotary_max_wavelength, rotary_scaling_factor
         )
         self.rotary_embedding = None
         if self.positions == "rotary":
