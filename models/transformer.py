@@ -81,6 +81,11 @@ class Transformer(ZooModel):
         window_size: optional int, sliding-window self-attention: each
             position attends only to those less than `window_size` away.
             Default None (every position).
+        global_every: optional int, with `window_size`: every
+            `global_every`-th layer attends to every position, the others
+            through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
+            five windowed layers, then a global one). Default None (every
+            layer windowed).
         use_gate: bool, a sigmoid output gate on every attention layer, as
             Keras core's `use_gate`. Default False.
         positions: str, `"sinusoidal"` (the paper's, added to the
@@ -122,6 +127,7 @@ class Transformer(ZooModel):
         chunk_size=None,
         num_key_value_heads=None,
         window_size=None,
+        global_every=None,
         use_gate=False,
         positions="sinusoidal",
         rotary_max_wavelength=10000.0,
@@ -151,6 +157,7 @@ class Transformer(ZooModel):
             chunk_size=chunk_size,
             num_key_value_heads=num_key_value_heads,
             window_size=window_size,
+            global_every=global_every,
             use_gate=use_gate,
             positions=attention_positions(positions),
             rotary_max_wavelength=rotary_max_wavelength,

@@ -50,6 +50,10 @@ PRESETS = {
         tie_output_embeddings=True,
     ),
 }
+# The modern decoder with sliding-window layers between global ones, as
+# Gemma 2 alternates them: block 0 attends to the 16 positions up to its
+# own, block 1 to every position. (A window's cost grows as T * W, not T^2.)
+PRESETS["modern_windowed"] = dict(PRESETS["modern"], window_size=16, global_every=2)
 POSITIONS = ("sinusoidal", "learned", "rotary", "alibi")
 
 
@@ -82,6 +86,11 @@ class TransformerLM(ZooModel):
         window_size: optional int, sliding-window self-attention: each
             position attends only to those less than `window_size` away.
             Default None (every position).
+        global_every: optional int, with `window_size`: every
+            `global_every`-th layer attends to every position, the others
+            through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
+            five windowed layers, then a global one). Default None (every
+            layer windowed).
         use_gate: bool, a sigmoid output gate on every attention layer, as
             Keras core's `use_gate`. Default False.
         rotary_max_wavelength: float, the rotary positions' longest
@@ -124,6 +133,7 @@ class TransformerLM(ZooModel):
         chunk_size=None,
         num_key_value_heads=None,
         window_size=None,
+        global_every=None,
         use_gate=False,
         positions="sinusoidal",
         max_length=None,
@@ -156,6 +166,7 @@ class TransformerLM(ZooModel):
             chunk_size=chunk_size,
             num_key_value_heads=num_key_value_heads,
             window_size=window_size,
+            global_every=global_every,
             use_gate=use_gate,
             positions=attention_positions(positions),
             rotary_max_wavelength=rotary_max_wavelength,
@@ -232,8 +243,12 @@ def build_transformer_lm(vocabulary_size, preset="tiny", **overrides):
 
     Args:
         vocabulary_size: int, number of token ids (0 = padding).
-        preset: `"tiny"` (2 layers, d_model 64) or `"small"` (GPT-2 small's
-            12 layers, d_model 768, learned positions up to 1024).
+        preset: `"tiny"` (2 layers, d_model 64), `"small"` (GPT-2 small's
+            12 layers, d_model 768, learned positions up to 1024), `"modern"`
+            (tiny's sizes with Llama's choices: pre-norm RMS norms, SwiGLU,
+            rotary positions, grouped-query attention, no biases) or
+            `"modern_windowed"` (modern, with a sliding window of 16 in every
+            other layer, as in Gemma 2).
         **overrides: any argument of `TransformerLM` (its Args say what each
             means), over the preset's: e.g. `positions="learned"`.
 

@@ -34,6 +34,7 @@ class _Stack(Layer):
         chunk_size=None,
         num_key_value_heads=None,
         window_size=None,
+        global_every=None,
         use_gate=False,
         positions=None,
         rotary_max_wavelength=10000.0,
@@ -51,6 +52,12 @@ class _Stack(Layer):
         self.norm_first = bool(norm_first)
         self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
         self.supports_masking = True
+        self.global_every = check_positive_int("global_every", global_every, allow_none=True)
+        if global_every is not None and window_size is None:
+            raise ValueError(
+                "`global_every` alternates windowed and global layers and needs a "
+                f"`window_size`. Received: global_every={global_every}, window_size=None"
+            )
         # Today's attention and block options, as every block takes them
         # (the blocks, made here, check them).
         self.block_options = dict(
@@ -71,7 +78,7 @@ class _Stack(Layer):
                 dropout=dropout,
                 norm_first=norm_first,
                 chunk_size=chunk_size,
-                **self.block_options,
+                **{**self.block_options, "window_size": self.block_window(index)},
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -83,6 +90,13 @@ class _Stack(Layer):
             if norm_first
             else None
         )
+
+    def block_window(self, index):
+        """Block `index`'s window: `window_size`, except that every
+        `global_every`-th block attends to every position."""
+        if self.global_every is not None and (index + 1) % self.global_every == 0:
+            return None
+        return self.block_options["window_size"]
 
     def _finish(self, x):
         return self.final_norm(x) if self.final_norm is not None else x
@@ -97,6 +111,7 @@ class _Stack(Layer):
                 "dropout": self.dropout,
                 "norm_first": self.norm_first,
                 "chunk_size": self.chunk_size,
+                "global_every": self.global_every,
                 **self.block_options,
             }
         )

@@ -79,3 +79,51 @@ def test_decoding_with_the_options_uses_a_smaller_cache_and_equals_no_cache(buil
         if search is decoding.beam_search:
             cached, uncached = cached[0], uncached[0]
         np.testing.assert_array_equal(to_numpy(cached), to_numpy(uncached))
+
+
+@pytest.mark.parametrize("builder", ["transformer", "lm", "classifier"])
+def test_global_every_alternates_windowed_and_global_layers(builder):
+    options = dict(SMALL, num_layers=4, window_size=2, global_every=2)
+    if builder == "transformer":
+        model = build_transformer(20, **options)
+    elif builder == "lm":
+        model = build_transformer_lm(20, **options)
+    else:
+        model = build_transformer_classifier(20, 3, **options)
+    reloaded = type(model).from_config(model.get_config())
+    for built in (model, reloaded):
+        for stack in [getattr(built, n) for n in ("encoder", "decoder") if hasattr(built, n)]:
+            windows = [block.self_attention.window_size for block in stack.blocks]
+            assert windows == [2, None, 2, None]
+
+
+def test_a_windowed_layer_reads_its_window_and_a_global_layer_everything():
+    model = build_transformer_lm(20, **dict(SMALL, num_layers=2), window_size=2, global_every=2)
+    windowed, global_ = (to_numpy(w) for w in model.attention_scores(IDS)["self_attention"])
+    distance = np.subtract.outer(np.arange(6), np.arange(6))  # i - j
+    assert np.all(windowed[0][:, distance >= 2] == 0)
+    assert np.all(windowed[0][:, (distance >= 0) & (distance < 2)] > 0)
+    assert np.all(global_[0][:, distance >= 0] > 0)
+
+
+def test_the_windowed_modern_preset_decodes_with_the_cache_as_without():
+    model = build_transformer_lm(20, preset="modern_windowed", window_size=2)
+    assert [b.self_attention.window_size for b in model.decoder.blocks] == [2, None]
+    for search in (decoding.greedy_search, decoding.beam_search):
+        cached = search(model, IDS[:, :3], 9)
+        uncached = search(model, IDS[:, :3], 9, use_cache=False)
+        if search is decoding.beam_search:
+            cached, uncached = cached[0], uncached[0]
+        np.testing.assert_array_equal(to_numpy(cached), to_numpy(uncached))
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (dict(global_every=2), "needs a .window_size.. Received: global_every=2, window_size=None"),
+        (dict(window_size=4, global_every=0), "global_every"),
+    ],
+)
+def test_global_every_refusals(options, message):
+    with pytest.raises(ValueError, match=message):
+        build_transformer_lm(20, **SMALL, **options)
