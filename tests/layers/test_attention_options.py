@@ -346,3 +346,59 @@ def test_alibi_without_causal_is_symmetric_and_falls_with_distance():
     np.testing.assert_allclose(middle, middle[:, ::-1], atol=1e-6)
     assert (np.diff(middle[:, T // 2 :], axis=-1) < 0).all()
     assert (np.diff(middle[:, T // 2]) < 0).all()
+
+
+class KerasHubPositionsAttention(keras.layers.Layer):
+    """Causal self-attention written out in `keras.ops`, its gradients by
+    the backend's autodiff, with KerasHub's layers for the positions:
+    `RotaryEmbedding` turning the queries and keys `[B, T, H, d]`, or
+    `AlibiBias` on the scores `[B, H, T, T]`. Weights: ours, copied."""
+
+    def __init__(self, ours):
+        super().__init__()
+        self.positions = ours.positions
+        self.copied = [
+            self.add_weight(
+                shape=w.shape, initializer=keras.initializers.Constant(to_numpy(w)), name=name
+            )
+            for w, name in zip(
+                ours.trainable_weights, ["qkv", "qkv_b", "out", "out_b"], strict=True
+            )
+        ]
+        self.rotary = keras_hub.layers.RotaryEmbedding(max_wavelength=ours.rotary_max_wavelength)
+        self.alibi = keras_hub.layers.AlibiBias()
+        self.built = True  # its weights are made above; the two position layers have none
+
+    def call(self, x):
+        qkv, qkv_b, out, out_b = self.copied
+        batch, length = keras.ops.shape(x)[0], keras.ops.shape(x)[1]
+        projected = keras.ops.reshape(x @ qkv + qkv_b, (batch, length, 3, H, DEPTH))
+        query, key, value = (projected[:, :, n] for n in range(3))  # [B, T, H, d]
+        if self.positions == "rotary":
+            query, key = self.rotary(query), self.rotary(key)
+        query, key, value = (keras.ops.transpose(t, (0, 2, 1, 3)) for t in (query, key, value))
+        scores = query @ keras.ops.transpose(key, (0, 1, 3, 2)) / DEPTH**0.5
+        if self.positions == "alibi":
+            scores = self.alibi(scores)
+        causal = np.tril(np.ones((T, T), bool))
+        weights = keras.ops.softmax(keras.ops.where(causal, scores, -1e9), axis=-1)
+        context = keras.ops.reshape(
+            keras.ops.transpose(weights @ value, (0, 2, 1, 3)), (batch, length, D)
+        )
+        return context @ out + out_b
+
+
+@pytest.mark.parametrize("positions", ["rotary", "alibi"])
+def test_rotary_and_alibi_outputs_and_gradients_equal_keras_hubs(positions):
+    """Outputs and the gradients of the input and of every weight, against
+    the same attention with KerasHub's `RotaryEmbedding` or `AlibiBias`."""
+    ours = MultiHeadSelfAttention(num_heads=H, causal=True, positions=positions)
+    x, upstream = random(B, T, D), random(B, T, D, seed=1)
+    ours(x)
+    output, gradients = layer_gradients(ours, [x], upstream)
+    theirs = KerasHubPositionsAttention(ours)
+    expected, expected_gradients = layer_gradients(theirs, [x], upstream)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    assert len(gradients) == len(expected_gradients) == 5  # x, W_qkv, b_qkv, W_o, b_o
+    for got, want in zip(gradients, expected_gradients, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)

@@ -4,7 +4,13 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
-from helpers import numpy_attention, run_layer_test, self_attention_weights, to_numpy
+from helpers import (
+    layer_gradients,
+    numpy_attention,
+    run_layer_test,
+    self_attention_weights,
+    to_numpy,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,14 +21,16 @@ def random(*shape, seed=0):
     return np.random.default_rng(seed).normal(size=shape).astype("float32")
 
 
-def turned(x, start=0, max_wavelength=10000.0, scaling_factor=1.0):
+def turned(x, start=0, max_wavelength=10000.0, scaling_factor=1.0, back=False):
     """The paper's rotation, pair by pair: (x_i, x_{i + d/2}) turned by
-    (pos / scaling_factor) * max_wavelength^(-2i / d). x `[B, T, H, d]`."""
+    (pos / scaling_factor) * max_wavelength^(-2i / d). x `[B, T, H, d]`.
+    `back`: turned the other way (the transpose, R^T)."""
     out = np.empty_like(x, dtype="float64")
     depth = x.shape[-1]
     for t in range(x.shape[1]):
         for i in range(depth // 2):
             angle = (start + t) / scaling_factor * max_wavelength ** (-2 * i / depth)
+            angle = -angle if back else angle
             first, second = x[:, t, ..., i], x[:, t, ..., i + depth // 2]
             out[:, t, ..., i] = first * math.cos(angle) - second * math.sin(angle)
             out[:, t, ..., i + depth // 2] = second * math.cos(angle) + first * math.sin(angle)
@@ -58,6 +66,22 @@ def test_equals_the_papers_rotation_and_keras_hub(
         max_wavelength=max_wavelength, scaling_factor=scaling_factor
     )(x, start_index=start)
     np.testing.assert_allclose(ours, to_numpy(theirs), atol=2e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("start,scaling_factor", [(0, 1.0), (37, 4.0)])
+def test_the_gradient_is_the_rotation_turned_back(start, scaling_factor):
+    """d/dx sum(R x * u) = R^T u: the upstream turned back by the same
+    angles (numpy, from the paper), and equal to KerasHub's gradient."""
+    x, upstream = random(2, 9, 3, 8), random(2, 9, 3, 8, seed=1)
+    layer = RotaryEmbedding(500.0, scaling_factor)
+    layer(x)  # built, for a stateless call on JAX
+    _, (gradient,) = layer_gradients(layer, [x], upstream, start_index=start)
+    expected = turned(upstream, start, 500.0, scaling_factor, back=True)
+    np.testing.assert_allclose(gradient, expected, atol=1e-5)
+    theirs = keras_hub.layers.RotaryEmbedding(max_wavelength=500.0, scaling_factor=scaling_factor)
+    theirs(x)
+    _, (their_gradient,) = layer_gradients(theirs, [x], upstream, start_index=start)
+    np.testing.assert_allclose(gradient, their_gradient, atol=1e-5)
 
 
 @given(shift=st.integers(1, 200), seed=st.integers(0, 2**16))
