@@ -27,10 +27,18 @@ settings.register_profile("ci", max_examples=12, deadline=None, derandomize=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-# Session fixtures that train or export (minutes each). Under pytest-xdist
-# (`-n 2`, as the README's command runs the suite) every test that uses one
-# runs in the same worker process, so each is made once, not once a worker.
-SHARED_RUNS = ("exports", "first_run", "quick_start_run")
+# Session and module fixtures that train or export (minutes each). Under
+# pytest-xdist (`-n 2`, as the README's command and the large step run the
+# suite) every test that uses one runs in the same worker process, so each
+# is made once, not once a worker.
+SHARED_RUNS = (
+    "exports",
+    "first_run",
+    "quick_start_run",
+    "default_strategy_runs",  # large: tests/recipes/test_resume_after_kill.py
+    "jax_runs",  # large: tests/recipes/test_jax_backend.py
+    "smoke",  # large: tests/test_benchmarks.py
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the groups

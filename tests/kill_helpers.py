@@ -26,9 +26,9 @@ def flags(data_dir, output_dir, *extra):
     )
 
 
-def run(arguments, env=None, **kwargs):
+def run(arguments, env=None, recipe="translate", **kwargs):
     return subprocess.Popen(
-        [sys.executable, str(RUNNER), "translate", *arguments],
+        [sys.executable, str(RUNNER), recipe, *arguments],
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -52,10 +52,13 @@ def epoch_losses(stdout):
     ]
 
 
-def assert_same_run(reference_dir, resumed_dir):
+TRANSLATION_RESULTS = ("test_examples", "exact_match", "sacrebleu")
+
+
+def assert_same_run(reference_dir, resumed_dir, results=TRANSLATION_RESULTS):
     reference = json.loads((reference_dir / "evaluation.json").read_text())
     resumed = json.loads((resumed_dir / "evaluation.json").read_text())
-    for key in ("test_examples", "exact_match", "sacrebleu"):
+    for key in results:
         assert resumed[key] == reference[key], key
     expected = keras.saving.load_model(reference_dir / "model.keras").get_weights()
     got = keras.saving.load_model(resumed_dir / "model.keras").get_weights()
@@ -63,9 +66,9 @@ def assert_same_run(reference_dir, resumed_dir):
         np.testing.assert_array_equal(a, b)
 
 
-def kill_and_keep(arguments, output_dir, env):
+def kill_and_keep(arguments, output_dir, env, recipe="translate"):
     """Runs until KILL_AT, SIGKILLs, checks what is left; returns the stdout."""
-    killed = finish(run(arguments, {**env, "KILL_AT": KILL_AT}))
+    killed = finish(run(arguments, {**env, "KILL_AT": KILL_AT}, recipe))
     assert killed[0] == -signal.SIGKILL, killed[2][-3000:]
     assert not (output_dir / "evaluation.json").exists()
     checkpoints = output_dir / "checkpoints"
@@ -73,10 +76,12 @@ def kill_and_keep(arguments, output_dir, env):
     return killed[1]
 
 
-def assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir):
+def assert_resumed_as_reference(
+    resumed, killed_stdout, reference, output_dir, results=TRANSLATION_RESULTS
+):
     """Epoch 2 (resumed part way) and 3 end with the reference's losses."""
     assert resumed[0] == 0, resumed[2][-3000:]
     reference_losses = epoch_losses(reference[1])
     assert epoch_losses(killed_stdout) == reference_losses[:1]
     assert epoch_losses(resumed[1]) == reference_losses[1:]
-    assert_same_run(output_dir.parent / "reference", output_dir)
+    assert_same_run(output_dir.parent / "reference", output_dir, results)

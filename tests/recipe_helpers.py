@@ -2,6 +2,11 @@
 
 import socket
 
+# The large tests that start clusters of processes run one after another,
+# in one pytest-xdist worker (`pytest.mark.xdist_group(CLUSTERS)`): two at
+# once would be four training processes on two cores.
+CLUSTERS = "clusters"
+
 
 def tiny_flags(data_dir, output_dir, *extra, test_examples=24):
     """A recipe run small enough for a test: 256 training examples, one
@@ -74,3 +79,28 @@ def check_a_tiny_translate_run(output_dir, printed, decoding):
     answer = served.signatures["serving_default"](text=tf.constant(["", "29.11.2026"]))
     assert answer["translation"].shape == (2,)
     return config
+
+
+def check_language_model_export(version):
+    """The language model's export in `version` answers on each of its three
+    signatures (greedy, with options, sampled), a row a prompt."""
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(version))
+    answer = served.signatures["serving_default"](prompt=tf.constant(["29 nov", ""]))
+    assert answer["completion"].shape == (2,)
+    with_options = served.signatures["complete_with_options"](
+        prompt=tf.constant(["29 nov", ""]),
+        beam_size=tf.constant([1, 2]),
+        max_length=tf.constant([5, 3]),
+    )
+    assert with_options["completion"].shape == (2,)
+    sampled = served.signatures["complete_by_sampling"](
+        prompt=tf.constant(["29 nov", ""]),
+        max_length=tf.constant([5, 3]),
+        temperature=tf.constant([1.0, 0.0]),
+        top_k=tf.constant([0, 0]),
+        top_p=tf.constant([1.0, 1.0]),
+        seed=tf.constant([1, 2]),
+    )
+    assert sampled["completion"].shape == (2,)

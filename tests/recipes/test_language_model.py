@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from recipe_helpers import check_language_model_export
 
 import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention.recipes import language_model
@@ -47,24 +48,7 @@ def test_a_tiny_run_writes_everything(model_preset, tmp_path, capsys):
     )
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
     assert printed.count(" -> ") >= 6  # the completions
-    served = tf.saved_model.load(str(output_dir / "serving" / "language_model" / "1"))
-    answer = served.signatures["serving_default"](prompt=tf.constant(["29 nov", ""]))
-    assert answer["completion"].shape == (2,)
-    with_options = served.signatures["complete_with_options"](
-        prompt=tf.constant(["29 nov", ""]),
-        beam_size=tf.constant([1, 2]),
-        max_length=tf.constant([5, 3]),
-    )
-    assert with_options["completion"].shape == (2,)
-    sampled = served.signatures["complete_by_sampling"](
-        prompt=tf.constant(["29 nov", ""]),
-        max_length=tf.constant([5, 3]),
-        temperature=tf.constant([1.0, 0.0]),
-        top_k=tf.constant([0, 0]),
-        top_p=tf.constant([1.0, 1.0]),
-        seed=tf.constant([1, 2]),
-    )
-    assert sampled["completion"].shape == (2,)
+    check_language_model_export(output_dir / "serving" / "language_model" / "1")
 
 
 @pytest.mark.large  # a whole recipe run (see docs/testing.md)

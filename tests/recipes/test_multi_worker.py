@@ -9,13 +9,13 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from recipe_helpers import free_ports
+from recipe_helpers import CLUSTERS, free_ports
 
 import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention.recipes import multi_worker
 
 # Clusters of local worker processes: `pytest -m large`.
-pytestmark = pytest.mark.large
+pytestmark = [pytest.mark.large, pytest.mark.xdist_group(CLUSTERS)]
 
 HERE = Path(__file__).parent
 

@@ -32,7 +32,7 @@ from kill_helpers import (
     kill_and_keep,
     run,
 )
-from recipe_helpers import free_ports
+from recipe_helpers import CLUSTERS, check_language_model_export, free_ports
 
 # Each test trains and kills several runs, some of several processes: `pytest -m large`.
 pytestmark = pytest.mark.large
@@ -98,6 +98,7 @@ def cluster(arguments, env_for=lambda index: {}):
     return processes
 
 
+@pytest.mark.xdist_group(CLUSTERS)
 def test_a_cluster_with_a_killed_worker_restarts_from_the_chiefs_checkpoint(
     dates_data_dir, tmp_path
 ):
@@ -123,3 +124,24 @@ def test_a_cluster_with_a_killed_worker_restarts_from_the_chiefs_checkpoint(
         assert f"Resuming from {output_dir / 'checkpoints' / NEWEST_BEFORE_KILL}" in stdout
     assert epoch_losses(resumed[0][1]) == epoch_losses(reference[0][1])[1:]
     assert_same_run(tmp_path / "reference", output_dir)
+
+
+def test_a_killed_language_model_run_with_the_windowed_modern_preset_resumes(
+    dates_data_dir, tmp_path
+):
+    """The language-model recipe with `modern_windowed` (every option of the
+    `modern` preset, and sliding-window layers between global ones)."""
+    lm = "language_model"
+    extra = ["--model-preset", "modern_windowed"]
+    reference = finish(run(flags(dates_data_dir, tmp_path / "reference", *extra), recipe=lm))
+    assert reference[0] == 0, reference[2][-3000:]
+    output_dir = tmp_path / "killed"
+    killed_stdout = kill_and_keep(flags(dates_data_dir, output_dir, *extra), output_dir, {}, lm)
+    resumed = finish(run(flags(dates_data_dir, output_dir, *extra), recipe=lm))
+    assert resumed[0] == 0, resumed[2][-3000:]
+    newest = output_dir / "checkpoints" / NEWEST_BEFORE_KILL
+    assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
+    assert_resumed_as_reference(
+        resumed, killed_stdout, reference, output_dir, results=("perplexity", "test_loss")
+    )
+    check_language_model_export(output_dir / "serving" / lm / "1")
