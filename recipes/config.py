@@ -124,6 +124,11 @@ class TrainingConfig:
         False, "deterministic TF ops: the same seed, the same weights (slower)"
     )
     output_dir: str = flag("runs/train", "where everything of this run is written")
+    export: bool = flag(
+        True,
+        "end the run with its TF Serving export (--no-export: make it later with "
+        "python -m keras_attention.export OUTPUT_DIR)",
+    )
     export_dir: str | None = flag(None, "TF Serving base folder; None: <output-dir>/serving")
     export_name: str = flag(
         "model", "the model's name in TF Serving: <export-dir>/<name>/<version>"

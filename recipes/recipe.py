@@ -232,9 +232,10 @@ class Recipe:
     3. (training: `fit`, shared);
     4. `evaluate(model, data, output_dir) -> Evaluation`: the test split's results,
        which `run` writes to `evaluation.json` before saving `model.keras`;
-    5. `export(model, output_dir, data)`: the SavedModel for TF Serving;
+    5. `export(model, output_dir, data)`: the SavedModel for TF Serving
+       (unless `--no-export`);
     6. `draw(model, output_dir, data, evaluation, export_path)`: an
-       attention map.
+       attention map (`export_path` None without an export).
     """
 
     config_class = TrainingConfig
@@ -401,8 +402,10 @@ class Recipe:
         print(f"(trained in {training_seconds:.0f} s)")
         write_json(files.evaluation, results)
         model.save(files.model)
-        export_path = self.export(model, output_dir, data)
+        export_path = self.export(model, output_dir, data) if config.export else None
         picture = self.draw(model, output_dir, data, evaluation, export_path)
+        if export_path is None:
+            export_path = f"none (--no-export: python -m keras_attention.export {output_dir})"
         print(
             f"\nmodel: {files.model}\nevaluation: {files.evaluation}\n"
             f"TF Serving export: {export_path}\nattention map: {picture}"

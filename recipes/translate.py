@@ -22,6 +22,7 @@ attention map.
 
 import dataclasses
 
+import keras
 import numpy as np
 import sacrebleu
 import tensorflow as tf
@@ -29,7 +30,7 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import translation_batches
-from keras_attention.data.tokenizers import token_ids
+from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, token_ids
 from keras_attention.files import write_atomically
 from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
@@ -146,14 +147,41 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config, strate
     return outputs
 
 
-def draw_translation_attention(outputs, path, title):
-    """Draws the first example of a `translate_with_attention` answer: output
-    tokens as rows, source tokens as columns, one panel per head."""
+def draw_translation_attention(source_tokens, target_tokens, weights, path, title):
+    """Draws one example's cross-attention `weights [H, T, S]`: output tokens
+    as rows, source tokens as columns, one panel per head."""
+    weights = weights[:, : len(target_tokens), : len(source_tokens)]
+    visualize.plot_attention(weights, target_tokens, source_tokens, path=path, title=title)
+    return path
+
+
+def exported_attention(outputs):
+    """The first example of a `translate_with_attention` answer, as
+    `draw_translation_attention` takes it."""
     source = [t.decode("utf-8") for t in outputs["source_tokens"][0].numpy() if t]
     target = [t.decode("utf-8") for t in outputs["target_tokens"][0].numpy() if t]
-    weights = outputs["attention"][0].numpy()[:, : len(target), : len(source)]
-    visualize.plot_attention(weights, target, source, path=path, title=title)
-    return path
+    return source, target, outputs["attention"][0].numpy()
+
+
+def model_attention(model, data, source, translation):
+    """What `translate_with_attention` answers for `source` and the model's
+    `translation` of it, from the model in this process (for a run made
+    with `--no-export`): the last decoder layer's cross-attention, with
+    `<s> y1 .. yn` teacher-forced, as `draw_translation_attention` takes it."""
+    max_length = data.config.max_length
+    source_ids = tf.cast(token_ids(data.tokenizer, tf.constant([source]), max_length), "int32")
+    output_ids = data.target_tokenizer.tokenize(tf.constant([translation]))[:, : max_length - 1]
+    output_ids = tf.concat([tf.cast(output_ids.to_tensor(), "int32"), [[END_ID]]], 1)  # y </s>
+    target_ids = tf.concat([[[START_ID]], output_ids[:, :-1]], axis=1)  # <s> y
+    scores = model.attention_scores({"source_ids": source_ids, "target_ids": target_ids})
+    weights = np.asarray(keras.ops.convert_to_numpy(scores["decoder_cross_attention"][-1]))
+    source_vocabulary = data.tokenizer.vocabulary
+    target_vocabulary = data.target_tokenizer.vocabulary
+    return (
+        [source_vocabulary[i] for i in source_ids.numpy()[0] if i != PAD_ID],
+        [target_vocabulary[i] for i in output_ids.numpy()[0]],
+        weights[0].astype("float32"),
+    )
 
 
 class TranslateRecipe(Recipe):
@@ -275,7 +303,13 @@ class TranslateRecipe(Recipe):
 
     def draw(self, model, output_dir, data, evaluation, export_path):
         """Translates a few test sources with the export, as TF Serving would,
-        and draws which source tokens each output token attended to."""
+        and draws which source tokens each output token attended to. Without
+        an export (`--no-export`), the model's own first translation."""
+        picture = RunFiles(output_dir).attention_picture
+        if export_path is None:
+            source, translation = evaluation.examples[0][0], evaluation.predictions[0]
+            attention = model_attention(model, data, source, translation)
+            return draw_translation_attention(*attention, picture, f"{source} -> {translation}")
         examples = evaluation.examples[:8]
         served = tf.saved_model.load(str(export_path)).signatures["translate_with_attention"]
         outputs = served(text=tf.constant([s for s, _ in examples]))
@@ -287,8 +321,7 @@ class TranslateRecipe(Recipe):
         if translations != evaluation.predictions[: len(examples)]:
             print("WARNING: the export translates these differently from the trained model")
         title = f"{examples[0][0]} -> {translations[0]}"
-        picture = RunFiles(output_dir).attention_picture
-        return draw_translation_attention(outputs, picture, title=title)
+        return draw_translation_attention(*exported_attention(outputs), picture, title)
 
 
 def write_translations(path, test, predictions):

@@ -36,16 +36,23 @@ from recipe_helpers import CLUSTERS, check_language_model_export, free_ports
 
 # Each test trains and kills several runs, some of several processes: `pytest -m large`.
 pytestmark = pytest.mark.large
+NO_EXPORT = "--no-export"  # the export is tested elsewhere; here it would be a third of a run
 
 
 @pytest.fixture(scope="module")
 def default_strategy_runs(dates_data_dir, tmp_path_factory):
     """One uninterrupted run and one killed run, shared by the tests that
-    resume the killed one (each on its own copy)."""
+    resume the killed one (each on its own copy). Without the export
+    (`--no-export`): nothing here reads it, and it is a third of a run."""
     folder = tmp_path_factory.mktemp("default_strategy")
-    reference = finish(run(flags(dates_data_dir, folder / "reference")))
+    reference = finish(run(flags(dates_data_dir, folder / "reference", NO_EXPORT)))
     assert reference[0] == 0, reference[2][-3000:]
-    killed = kill_and_keep(flags(dates_data_dir, folder / "killed"), folder / "killed", {})
+    # A run without its export still draws its attention map, from the model.
+    assert "TF Serving export: none (--no-export" in reference[1]
+    assert (folder / "reference" / "attention.png").is_file()
+    assert not (folder / "reference" / "serving").exists()
+    killed_flags = flags(dates_data_dir, folder / "killed", NO_EXPORT)
+    killed = kill_and_keep(killed_flags, folder / "killed", {})
     return folder, reference, killed
 
 
@@ -60,7 +67,7 @@ def test_a_killed_run_resumes_at_the_same_step(damage, default_strategy_runs, da
         weights = newest / "model.weights.h5"
         weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
 
-    resumed = finish(run(flags(dates_data_dir, output_dir)))
+    resumed = finish(run(flags(dates_data_dir, output_dir, NO_EXPORT)))
     assert resumed[0] == 0, resumed[2][-3000:]
     if damage:
         assert f"checkpoint {newest} is unreadable" in resumed[1]
@@ -76,7 +83,7 @@ def test_a_killed_run_resumes_at_the_same_step(damage, default_strategy_runs, da
 
 def test_a_killed_mirrored_run_resumes_at_the_same_step(dates_data_dir, tmp_path):
     env = {"LOGICAL_CPUS": "2"}
-    extra = ["--strategy", "mirrored"]
+    extra = ["--strategy", "mirrored", NO_EXPORT]
     reference = finish(run(flags(dates_data_dir, tmp_path / "reference", *extra), env))
     assert reference[0] == 0, reference[2][-3000:]
     output_dir = tmp_path / "killed"
@@ -102,13 +109,14 @@ def cluster(arguments, env_for=lambda index: {}):
 def test_a_cluster_with_a_killed_worker_restarts_from_the_chiefs_checkpoint(
     dates_data_dir, tmp_path
 ):
-    reference = [finish(p) for p in cluster(flags(dates_data_dir, tmp_path / "reference"))]
+    arguments = flags(dates_data_dir, tmp_path / "reference", NO_EXPORT)
+    reference = [finish(p) for p in cluster(arguments)]
     assert all(code == 0 for code, _, _ in reference), reference[0][2][-3000:]
 
     # Worker 1 dies mid-epoch; worker 0, waiting for it, is stopped too (as a
     # job scheduler would), and the job is started again as it was.
     output_dir = tmp_path / "killed"
-    arguments = flags(dates_data_dir, output_dir)
+    arguments = flags(dates_data_dir, output_dir, NO_EXPORT)
     chief, worker = cluster(arguments, lambda index: {"KILL_AT": KILL_AT, "KILL_WORKER": "1"})
     assert finish(worker)[0] == -signal.SIGKILL
     time.sleep(2)
