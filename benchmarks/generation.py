@@ -43,9 +43,14 @@ VOCABULARY_SIZE = 1000
 PROMPT_LENGTH = 8
 
 
-def run(new_token_counts, batch_size, repeats, sizes=SIZES):
-    longest = PROMPT_LENGTH + max(new_token_counts)
-    keras.utils.set_random_seed(0)
+# Llama's block at the same sizes: pre-norm RMS norms, SwiGLU, rotary
+# positions, 2 key/value heads for 4 query heads, no biases.
+LLAMA_SIZES = dict(SIZES, intermediate_dim=704, num_key_value_heads=2)
+SMOKE_LLAMA_SIZES = dict(SMOKE_SIZES, num_key_value_heads=1)
+
+
+def gpt2_pair(sizes, longest):
+    """Ours with learned positions, and KerasHub's `GPT2Backbone` of the same sizes."""
     ours = build_transformer_lm(
         VOCABULARY_SIZE, dropout=0.0, positions="learned", max_length=longest + 1, **sizes
     )
@@ -58,10 +63,36 @@ def run(new_token_counts, batch_size, repeats, sizes=SIZES):
         dropout=0.0,
         max_sequence_length=longest,
     )
+    return ours, backbone, keras_hub.models.GPT2CausalLM
+
+
+def llama_pair(sizes, longest):
+    """Our `modern` preset and KerasHub's `LlamaBackbone`, built from the same
+    sizes (random weights: only the speed is compared)."""
+    ours = build_transformer_lm(VOCABULARY_SIZE, preset="modern", dropout=0.0, **sizes)
+    backbone = keras_hub.models.LlamaBackbone(
+        vocabulary_size=VOCABULARY_SIZE,
+        num_layers=sizes["num_layers"],
+        num_query_heads=sizes["num_heads"],
+        hidden_dim=sizes["model_dim"],
+        intermediate_dim=sizes["intermediate_dim"],
+        num_key_value_heads=sizes["num_key_value_heads"],
+        dropout=0.0,
+    )
+    return ours, backbone, keras_hub.models.LlamaCausalLM
+
+
+PEERS = {"gpt2": gpt2_pair, "llama": llama_pair}
+
+
+def run(new_token_counts, batch_size, repeats, sizes=SIZES, peer="gpt2"):
+    longest = PROMPT_LENGTH + max(new_token_counts)
+    keras.utils.set_random_seed(0)
+    ours, backbone, causal_lm = PEERS[peer](sizes, longest)
     # KerasHub's default compile (no XLA on this backend), and with XLA.
-    peer = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    peer = causal_lm(backbone=backbone, preprocessor=None)
     peer.compile(sampler="greedy")
-    peer_xla = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    peer_xla = causal_lm(backbone=backbone, preprocessor=None)
     peer_xla.compile(sampler="greedy", jit_compile=True)
     random = np.random.default_rng(0)
     prompt = random.integers(3, VOCABULARY_SIZE, (batch_size, PROMPT_LENGTH)).astype("int32")

@@ -20,6 +20,17 @@ def print_table(title, rows, columns):
         print("  ".join(f"{cell:>{width}}" for cell, width in zip(line, widths, strict=True)))
 
 
+def markdown_table(rows, columns):
+    """`print_table`'s table in Markdown."""
+    return table(
+        [header for _, header, _ in columns],
+        [
+            ["" if row.get(k) is None else format(row[k], spec) for k, _, spec in columns]
+            for row in rows
+        ],
+    )
+
+
 def table(headers, rows):
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -189,7 +200,67 @@ def report(results):
             ],
         ),
     ]
+    for part in MODERN_ATTENTION:
+        if part in results.get("modern_attention", {}):
+            title, columns = modern_attention_table(part, results["modern_attention"])
+            parts += [f"#### {title}", markdown_table(results["modern_attention"][part], columns)]
     return "\n\n".join(parts) + "\n"
+
+
+# The section of `benchmarks.modern_attention`: part -> (title, columns).
+MODERN_ATTENTION = {
+    "kv_cache": (
+        "KV cache at T = {length}, grouped-query against multi-head (bytes the decoder allocates)",
+        [
+            ("length", "T", "d"),
+            ("num_heads", "query heads", "d"),
+            ("num_key_value_heads", "key/value heads", "d"),
+            ("cache_mib", "KV cache MiB", ".1f"),
+            ("vs_multi_head", "vs multi-head", ".3f"),
+            ("expected", "H_kv / H", ".3f"),
+        ],
+    ),
+    "generation": (
+        "Greedy generation, our `modern` preset against KerasHub `LlamaCausalLM` "
+        "(same sizes, random weights; batch {batch_size}, 8-token prompts; tokens per second)",
+        [
+            ("new_tokens", "new tokens", "d"),
+            ("ours_tokens_per_s", "ours", ".0f"),
+            ("ours_xla_tokens_per_s", "ours XLA", ".0f"),
+            ("keras_hub_tokens_per_s", "KerasHub", ".0f"),
+            ("keras_hub_xla_tokens_per_s", "KerasHub XLA", ".0f"),
+            ("ours_over_keras_hub", "ours faster (best / best)", ".2f"),
+        ],
+    ),
+    "window": (
+        "Causal self-attention in blocks, forward + backward: a sliding window against none",
+        [
+            ("length", "T", "d"),
+            ("contender", "attention", "s"),
+            ("window_size", "W", ""),
+            ("chunk_size", "block", "d"),
+            ("ms", "ms fwd+bwd", ".0f"),
+            ("window_faster", "window faster", ".1f"),
+        ],
+    ),
+    "extrapolation": (
+        "Length extrapolation: trained on windows of {train_length} characters, "
+        "per-token perplexity of held-out windows",
+        None,  # one column per test length, below
+    ),
+}
+
+
+def modern_attention_table(part, results):
+    """(title, columns) of one part of the modern-attention section."""
+    title, columns = MODERN_ATTENTION[part]
+    rows = results[part]
+    if part == "extrapolation":
+        lengths = sorted(int(k.split("_")[1]) for k in rows[0] if k.startswith("perplexity_"))
+        columns = [("positions", "positions", "s")] + [
+            (f"perplexity_{n}", f"perplexity at {n}", ".3f") for n in lengths
+        ]
+    return title.format(**rows[0]), columns
 
 
 def main(argv=None):

@@ -46,7 +46,15 @@ import numpy as np
 import tensorflow as tf
 
 import keras_attention.decoding
-from benchmarks import contenders, decoding, generation, measure, report, self_attention
+from benchmarks import (
+    contenders,
+    decoding,
+    generation,
+    measure,
+    modern_attention,
+    report,
+    self_attention,
+)
 from keras_attention import export
 from keras_attention.data.tokenizers import CharacterTokenizer, token_ids
 from keras_attention.files import write_json
@@ -357,6 +365,11 @@ def main(argv=None):
     results["generation"] = rows
     report.print_table(
         "greedy generation, ours against KerasHub GPT2CausalLM", rows, generation.COLUMNS
+    )
+
+    # Grouped-query, the sliding window, Llama, length extrapolation.
+    results["modern_attention"] = modern_attention.run(
+        args.smoke, min(repeats, 3), Path(args.json).parent / "sliding_window.png"
     )
 
     write_results(results, args.json)

@@ -85,6 +85,32 @@ def test_self_attention_decoding_and_serving_ran(smoke):
     assert "ours against KerasHub GPT2CausalLM" in stdout
 
 
+# The benchmarks' smoke run (minutes): `pytest -m large`.
+@pytest.mark.large
+def test_the_modern_attention_section_ran(smoke):
+    results, stdout = smoke
+    modern = results["modern_attention"]
+    # The cache holds only the key/value heads: H_kv / H of multi-head's.
+    assert [row["num_key_value_heads"] for row in modern["kv_cache"]] == [4, 2, 1]
+    for row in modern["kv_cache"]:
+        assert row["vs_multi_head"] == pytest.approx(row["expected"])
+    assert [row["new_tokens"] for row in modern["generation"]] == [4, 8]
+    for row in modern["generation"]:
+        for name in ("ours", "ours_xla", "keras_hub", "keras_hub_xla"):
+            assert row[f"{name}_tokens_per_s"] > 0
+    assert [(row["length"], row["contender"]) for row in modern["window"]] == [
+        (128, "full causal"),
+        (128, "window"),
+        (256, "full causal"),
+        (256, "window"),
+    ]
+    assert all(row["ms"] > 0 for row in modern["window"])
+    assert [row["positions"] for row in modern["extrapolation"]] == ["alibi"]
+    for row in modern["extrapolation"]:
+        assert 1 < row["perplexity_32"] < 1000 and 1 < row["perplexity_64"] < 1000
+    assert "against KerasHub `LlamaCausalLM`" in stdout
+
+
 PEAK_OF_64_MIB = """
 import json, tensorflow as tf
 from benchmarks import measure
@@ -137,6 +163,8 @@ def test_the_report_renders_every_section(smoke):
         "Decoder training step",
         "Self-attention alone",
         "Greedy generation, decoder-only",
+        "Greedy generation, our `modern` preset",
+        "Length extrapolation",
     ):
         assert f"#### {title}" in text
     assert text.count("| keras_hub |") == 2 * len(results["encoder_training_step"]) // 3
