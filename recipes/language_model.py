@@ -79,8 +79,12 @@ PRESETS = {
     "dates": {},
     # The same corpus as one stream, in windows of 8,192 characters: a
     # context dense attention could not train on this machine (its scores
-    # alone would be 1 GiB per layer), in blocks of 1,024.
+    # alone would be 1 GiB per layer), in blocks of 1,024. The modern
+    # decoder (rotary positions, grouped-query heads, SwiGLU, RMS norms):
+    # after the same 34 steps on 16,000 texts its test perplexity was 22.6,
+    # the tiny decoder's 56.2, in 10% more time (both beside another job).
     "long_context": dict(
+        model_preset="modern",
         pack_texts=True,
         max_length=8192,
         chunk_size=1024,

@@ -109,6 +109,7 @@ def test_long_context_preset_at_tiny_sizes(tmp_path, capsys):
     assert "per-token perplexity on the test split" in printed
     model = keras.saving.load_model(output_dir / "model.keras")
     assert model.get_config()["chunk_size"] == 32
+    assert model.get_config()["positions"] == "rotary"  # the modern decoder
     config = json.loads((output_dir / "config.json").read_text())
     assert config["pack_texts"] and config["max_length"] == 96
     results = json.loads((output_dir / "evaluation.json").read_text())
