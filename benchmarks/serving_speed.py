@@ -1,0 +1,172 @@
+"""Our TF Serving export against CTranslate2 on the same weights: sentences
+per second, text in and text out, greedy and beam 4, at batch 1 and 32.
+
+    python -m benchmarks.serving_speed RUN_DIR     # a finished translate run (a Transformer)
+    python -m benchmarks.serving_speed --smoke     # trains a tiny run first: checks it runs
+
+Ours: the run's newest SavedModel, loaded in this process as TF Serving
+loads it, called through `translate_with_options` (its beam size a
+per-row input). CTranslate2: the same weights written by `python -m
+keras_attention.export RUN --format ctranslate2` in float32 and int8, one
+thread (`intra_threads=1`: on a busy 2-core machine two threads' timings
+swing widely), its tokenisation in Python beside it (characters, or the
+run's SentencePiece model), as a CTranslate2 user would run it. Both decode
+to the run's `--max-length` with no length penalty, so they search the same
+way. The test split's first sources are the inputs; each figure is the
+median of a few passes over them.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+
+from benchmarks import measure, report
+from keras_attention.run_files import RunFiles
+
+COLUMNS = [
+    ("decoding", "decoding", "s"),
+    ("batch_size", "batch", "d"),
+    ("ours", "ours (SavedModel)", ".1f"),
+    ("ctranslate2_float32", "CTranslate2 fp32", ".1f"),
+    ("ctranslate2_int8", "CTranslate2 int8", ".1f"),
+    ("ours_over_float32", "ours / fp32", ".3f"),
+    ("ours_over_int8", "ours / int8", ".3f"),
+]
+
+
+def newest_export(run_dir):
+    base = RunFiles(run_dir).serving
+    versions = [p for p in base.glob("*/*") if p.is_dir() and p.name.isdigit()]
+    return max(versions, key=lambda p: int(p.name))
+
+
+def ctranslate2_model(run_dir, folder, quantization):
+    flags = ["--format", "ctranslate2", "--output-dir", str(folder)]
+    flags += ["--quantization", quantization] if quantization else []
+    subprocess.run(
+        [sys.executable, "-m", "keras_attention.export", str(run_dir), *flags],
+        check=True,
+        capture_output=True,
+    )
+    return folder
+
+
+def pieces_of(config, folder):
+    """How a CTranslate2 user turns text into the model's tokens and back."""
+    if config["tokenizer"] == "character":
+        return list, "".join
+    import sentencepiece
+
+    (model_file,) = Path(folder).glob("source_*.model")
+    (target_file,) = Path(folder).glob("target_*.model")
+    source, target = (
+        sentencepiece.SentencePieceProcessor(model_file=str(f)) for f in (model_file, target_file)
+    )
+    return (lambda text: source.encode(text, out_type=str)), target.decode_pieces
+
+
+def run(run_dir, sentences, repeats):
+    import ctranslate2
+
+    config = json.loads(RunFiles(run_dir).config.read_text())
+    max_length = config["max_length"]
+    served = tf.saved_model.load(str(newest_export(run_dir)))
+    with_options = served.signatures["translate_with_options"]
+    with tempfile.TemporaryDirectory() as folder:
+        translators = {
+            name: ctranslate2.Translator(
+                str(ctranslate2_model(run_dir, Path(folder) / name, quantization)),
+                intra_threads=1,
+            )
+            for name, quantization in (("float32", None), ("int8", "int8"))
+        }
+        split, join = pieces_of(config, Path(folder) / "float32")
+        rows = []
+        for beam_size in (1, 4):
+            for batch_size in (1, 32):
+                batches = [
+                    sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)
+                ]
+
+                def ours(batches=batches, beam_size=beam_size):
+                    for batch in batches:
+                        size = len(batch)
+                        with_options(
+                            text=tf.constant(batch),
+                            beam_size=tf.fill([size], beam_size),
+                            max_length=tf.fill([size], max_length),
+                        )["translation"].numpy()
+
+                def theirs(translator, batches=batches, beam_size=beam_size):
+                    for batch in batches:
+                        results = translator.translate_batch(
+                            [split(text) for text in batch],
+                            beam_size=beam_size,
+                            length_penalty=0.0,
+                            max_decoding_length=max_length,
+                            min_decoding_length=0,
+                        )
+                        [join(result.hypotheses[0]) for result in results]
+
+                contenders = {"ours": ours} | {
+                    f"ctranslate2_{name}": (lambda t=translator: theirs(t))
+                    for name, translator in translators.items()
+                }
+                seconds = measure.race(contenders, repeats, warmup=1)
+                row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}"}
+                row["batch_size"] = batch_size
+                row |= {name: len(sentences) / s for name, s in seconds.items()}
+                row["ours_over_float32"] = row["ours"] / row["ctranslate2_float32"]
+                row["ours_over_int8"] = row["ours"] / row["ctranslate2_int8"]
+                rows.append(row)
+    return rows
+
+
+def test_sources(run_dir, count):
+    lines = (Path(run_dir) / "test_translations.tsv").read_text(encoding="utf-8").splitlines()
+    return [line.split("\t")[0] for line in lines[:count]]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", nargs="?", help="a finished translate run")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run, a few sentences")
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    if args.smoke == (args.run_dir is not None):
+        parser.error("give RUN_DIR or --smoke")
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = args.run_dir
+        if args.smoke:
+            from keras_attention.recipes import translate
+
+            run_dir = Path(folder) / "run"
+            translate.main(
+                [
+                    *("--data-dir", str(Path(folder) / "tfds")),
+                    *("--output-dir", str(run_dir)),
+                    *("--train-examples", "256", "--test-examples", "32", "--epochs", "1"),
+                ]
+            )
+        sentences = test_sources(run_dir, 32 if args.smoke else args.sentences)
+        rows = run(run_dir, sentences, 1 if args.smoke else args.repeats)
+    report.print_table(
+        f"sentences per second, text in and out ({len(sentences)} test sources; "
+        "CTranslate2 on one thread)",
+        rows,
+        COLUMNS,
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
