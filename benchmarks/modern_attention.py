@@ -110,9 +110,9 @@ def plot_window(rows, path):
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6, 4))
+    window = next(row["window_size"] for row in rows if row["contender"] == "window")
     for name in ("full causal", "window"):
         points = [(row["length"], row["ms"]) for row in rows if row["contender"] == name]
-        window = next(row["window_size"] for row in rows if row["contender"] == "window")
         label = name if name == "full causal" else f"sliding window, W = {window}"
         axes.plot(*zip(*points, strict=True), marker="o", label=label)
     axes.set_xscale("log", base=2)
@@ -167,6 +167,7 @@ def extrapolation_rows(
         tokenizer = tokenizer_class[config["tokenizer"]].load(
             RunFiles(output_dir).vocabulary("text", config["tokenizer"])
         )
+        model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         row = {"positions": kind, "train_length": train_length}
         for length in test_lengths:
             texts = datasets.plain_texts(config["dataset"], "test", config["data_dir"])
@@ -174,7 +175,6 @@ def extrapolation_rows(
                 texts, tokenizer, pack=True, max_length=length, batch_size=8
             )
             batches = batches.take(16)
-            model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
             loss = model.evaluate(
                 batches, steps=count_batches(batches), verbose=0, return_dict=True
             )["loss"]
