@@ -20,10 +20,11 @@ if _WORKERS > 1:
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+from helpers import examples  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 # Each example runs real layers eagerly: few examples, no per-example deadline.
-settings.register_profile("ci", max_examples=12, deadline=None, derandomize=True)
+settings.register_profile("ci", max_examples=examples(12), deadline=None, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import compiled, to_numpy
+from helpers import compiled, examples, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
@@ -244,7 +244,7 @@ def test_a_finished_hypothesis_is_kept_when_live_ones_overtake_it_for_a_step(alp
     np.testing.assert_allclose(to_numpy(score), [expected_score] * 2, rtol=1e-6)
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=examples(30), deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**16),
     alpha=st.sampled_from([0.0, 0.6, 1.0, 2.0]),

@@ -16,7 +16,7 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
-from helpers import assert_layers_agree, layer_gradients, run_layer_test, to_numpy
+from helpers import assert_layers_agree, examples, layer_gradients, run_layer_test, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,7 +213,7 @@ def test_the_blocks_outside_the_window_are_never_read(causal):
     assert np.isnan(output[:, first_reader:]).all()
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=examples(15), deadline=None, derandomize=True)
 @given(
     query_position=st.integers(0, T - 1),
     window_size=st.integers(1, T),

@@ -5,7 +5,7 @@ active backend (the suite runs on TensorFlow and on JAX)."""
 import keras
 import numpy as np
 import pytest
-from helpers import assert_layers_agree, compiled, to_numpy
+from helpers import assert_layers_agree, compiled, examples, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
@@ -97,7 +97,7 @@ def problems(draw):
     return arrays, padding, attention, causal, chunk_size, options
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=examples(25), deadline=None, derandomize=True)
 @given(problem=problems())
 def test_blocks_equal_dense_outputs_and_gradients(problem):
     (query, key, value), padding, attention, causal, chunk_size, options = problem
