@@ -82,10 +82,19 @@ def test_a_killed_run_resumes_at_the_same_step(damage, default_strategy_runs, da
 
 
 def test_a_killed_mirrored_run_resumes_at_the_same_step(dates_data_dir, tmp_path):
+    """Also the recipe's run under `mirrored` on two logical CPUs: its
+    uninterrupted reference run exports (the killed and resumed runs need
+    not), and the evaluation and the weights it leaves are the resumed
+    run's reference."""
     env = {"LOGICAL_CPUS": "2"}
-    extra = ["--strategy", "mirrored", NO_EXPORT]
+    extra = ["--strategy", "mirrored"]
     reference = finish(run(flags(dates_data_dir, tmp_path / "reference", *extra), env))
     assert reference[0] == 0, reference[2][-3000:]
+    assert "strategy mirrored (2 replicas)" in reference[1]
+    assert (tmp_path / "reference" / "serving" / "translate" / "1" / "saved_model.pb").is_file()
+    evaluation = json.loads((tmp_path / "reference" / "evaluation.json").read_text())
+    assert evaluation["test_examples"] == 24
+    extra.append(NO_EXPORT)
     output_dir = tmp_path / "killed"
     killed_stdout = kill_and_keep(flags(dates_data_dir, output_dir, *extra), output_dir, env)
     resumed = finish(run(flags(dates_data_dir, output_dir, *extra), env))

@@ -1,7 +1,6 @@
 import json
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import recipe_helpers
@@ -25,23 +24,6 @@ def test_an_rnn_run_in_mixed_bfloat16_with_beam_search_writes_everything(
     output_dir = tmp_path / "run"
     translate.main(tiny_flags(dates_data_dir, output_dir, *extra))
     check_a_tiny_translate_run(output_dir, capsys.readouterr().out, "beam 2")
-
-
-# A run over two logical devices: `pytest -m large`.
-@pytest.mark.large
-def test_mirrored_strategy_on_two_cpu_devices(dates_data_dir, tmp_path):
-    script = textwrap.dedent(f"""
-        import tensorflow as tf
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from keras_attention.recipes import translate
-        translate.main({tiny_flags(dates_data_dir, tmp_path / "run", "--strategy", "mirrored")})
-    """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "strategy mirrored (2 replicas)" in result.stdout
-    assert json.loads((tmp_path / "run" / "evaluation.json").read_text())["test_examples"] == 24
 
 
 def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
