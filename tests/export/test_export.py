@@ -317,6 +317,20 @@ def test_a_second_export_is_version_2_and_leaves_version_1_alone(exports):
     assert leftovers == []  # no staging folder left behind
 
 
+def test_the_base_folder_lists_every_model_for_the_server(exports):
+    """Each export rewrites the base folder's `models.config` with every
+    model in it, as TF Serving's `--model_config_file` reads them."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = text_format.Parse(
+        (exports.base / "models.config").read_text(), model_server_config_pb2.ModelServerConfig()
+    )
+    listed = {entry.name: entry.base_path for entry in config.model_config_list.config}
+    for name in ("reverse", "rnn", "classify", "classify_rotary", "lm"):
+        assert listed[name] == f"/models/{name}"
+
+
 def test_metadata_says_what_was_exported(exports):
     import json
 

@@ -11,26 +11,28 @@ from export_helpers import TEXTS, decode_in_process, make_run
 from keras_attention import export
 
 
-def test_a_run_exports_from_tensorflow_and_from_jax(exports, tmp_path):
+def test_a_run_exports_from_either_backend(exports, tmp_path):
+    """Started on JAX, the command runs itself again on TensorFlow (which a
+    SavedModel needs): that second process is the same command as one
+    started on TensorFlow, so this one run checks both."""
     run = make_run(exports, tmp_path / "run")
     expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
-    for backend, name in (("tensorflow", "from_tf"), ("jax", "from_jax")):
-        result = subprocess.run(
-            [sys.executable, "-m", "keras_attention.export", str(run / "model.keras")]
-            + ["--base", str(tmp_path / "serving"), "--name", name],
-            env={**os.environ, "KERAS_BACKEND": backend},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert ("runs again with KERAS_BACKEND=tensorflow" in result.stdout) == (backend == "jax")
-        version = tmp_path / "serving" / name / "1"
-        assert f"to {version}" in result.stdout
-        served = tf.saved_model.load(str(version)).signatures["serving_default"]
-        assert list(served(text=tf.constant(TEXTS))["translation"].numpy()) == expected
-    config = (tmp_path / "serving" / "models.config").read_text()
-    assert "from_tf" in config and "from_jax" in config
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_attention.export", str(run / "model.keras")]
+        + ["--base", str(tmp_path / "serving"), "--name", "from_jax"],
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Keras runs on jax; a SavedModel needs TensorFlow" in result.stdout
+    assert "runs again with KERAS_BACKEND=tensorflow" in result.stdout
+    version = tmp_path / "serving" / "from_jax" / "1"
+    assert f"to {version}" in result.stdout
+    served = tf.saved_model.load(str(version)).signatures["serving_default"]
+    assert list(served(text=tf.constant(TEXTS))["translation"].numpy()) == expected
+    assert "from_jax" in (tmp_path / "serving" / "models.config").read_text()
 
 
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
