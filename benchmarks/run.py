@@ -190,20 +190,18 @@ def encoder_step_on_jax(sizes, dropouts, repeats, tensorflow_rows):
     return rows
 
 
-def serving_rows(batch_size, max_length, repeats):
+def serving_rows(batch_sizes, max_length, repeats):
     """The exported `serving_default`, loaded back in this process, against
     the same steps (tokenise, beam search with beam 1, detokenise) as an
     in-process `tf.function` that takes any batch size, as the export does
     (and, for comparison, one traced for the batch's own size). An untrained
-    tiny Transformer: all decode the same tokens, so the ratio is the cost
-    of the export itself. Another contender is the export's
-    `translate_with_options`, every row asking for
+    tiny Transformer, exported once for every batch size: all decode the
+    same tokens, so the ratio is the cost of the export itself. Another
+    contender is the export's `translate_with_options`, every row asking for
     the same options: what taking them per request costs."""
     keras.utils.set_random_seed(0)
     tokenizer = CharacterTokenizer("0123456789")
     model = build_transformer(tokenizer.vocabulary_size, preset="tiny")
-    random = np.random.default_rng(0)
-    texts = tf.constant(["".join(map(str, random.integers(0, 10, 8))) for _ in range(batch_size)])
 
     def translate(texts):
         ids = token_ids(tokenizer, texts, max_length)
@@ -212,49 +210,65 @@ def serving_rows(batch_size, max_length, repeats):
 
     # What the export wraps: one graph for any batch size, as a server needs.
     in_process = tf.function(translate, input_signature=[tf.TensorSpec([None], tf.string)])
-    # For comparison, a graph traced for this very batch size (static shapes
-    # that Grappler can fold): faster than any graph that takes any batch.
-    in_process_static = tf.function(translate)
-
+    rows = []
     with tempfile.TemporaryDirectory() as folder:
         path = export.export_model(
             model, folder, "bench", tokenizer, tokenizer, max_length=max_length, beam_size=1
         )
         signatures = tf.saved_model.load(str(path)).signatures
-        options = dict(
-            beam_size=tf.ones([batch_size], tf.int32),
-            max_length=tf.fill([batch_size], max_length),
-        )
+        for batch_size in batch_sizes:
+            random = np.random.default_rng(0)
+            texts = tf.constant(
+                ["".join(map(str, random.integers(0, 10, 8))) for _ in range(batch_size)]
+            )
+            # For comparison, a graph traced for this very batch size (static
+            # shapes that Grappler can fold): faster than any graph that takes
+            # any batch.
+            in_process_static = tf.function(translate)
+            seconds = race_serving(
+                signatures, in_process, in_process_static, texts, max_length, repeats
+            )
+            rows.append(
+                {
+                    "batch_size": batch_size,
+                    "max_length": max_length,
+                    "exported_ms": 1000 * seconds["exported"],
+                    "in_process_ms": 1000 * seconds["in_process"],
+                    "in_process_static_ms": 1000 * seconds["in_process_static"],
+                    "exported_with_options_ms": 1000 * seconds["exported_with_options"],
+                    "exported_over_in_process": seconds["exported"] / seconds["in_process"],
+                }
+            )
+    return rows
 
-        def serving_default():
-            return signatures["serving_default"](text=texts)["translation"].numpy()
 
-        def with_options():
-            return signatures["translate_with_options"](text=texts, **options)["translation"]
+def race_serving(signatures, in_process, in_process_static, texts, max_length, repeats):
+    """Seconds per call of each way to translate `texts`, once all four are
+    checked to give the same translations."""
+    batch_size = int(texts.shape[0])
+    options = dict(
+        beam_size=tf.ones([batch_size], tf.int32),
+        max_length=tf.fill([batch_size], max_length),
+    )
 
-        expected = list(in_process(texts).numpy())
-        if list(serving_default()) != expected or list(with_options().numpy()) != expected:
-            raise RuntimeError("The export and the in-process function translate differently.")
-        seconds = measure.race(
-            {
-                "exported": serving_default,
-                "in_process": lambda: in_process(texts).numpy(),
-                "in_process_static": lambda: in_process_static(texts).numpy(),
-                "exported_with_options": lambda: with_options().numpy(),
-            },
-            repeats,
-        )
-    return [
+    def serving_default():
+        return signatures["serving_default"](text=texts)["translation"].numpy()
+
+    def with_options():
+        return signatures["translate_with_options"](text=texts, **options)["translation"]
+
+    expected = list(in_process(texts).numpy())
+    if list(serving_default()) != expected or list(with_options().numpy()) != expected:
+        raise RuntimeError("The export and the in-process function translate differently.")
+    return measure.race(
         {
-            "batch_size": batch_size,
-            "max_length": max_length,
-            "exported_ms": 1000 * seconds["exported"],
-            "in_process_ms": 1000 * seconds["in_process"],
-            "in_process_static_ms": 1000 * seconds["in_process_static"],
-            "exported_with_options_ms": 1000 * seconds["exported_with_options"],
-            "exported_over_in_process": seconds["exported"] / seconds["in_process"],
-        }
-    ]
+            "exported": serving_default,
+            "in_process": lambda: in_process(texts).numpy(),
+            "in_process_static": lambda: in_process_static(texts).numpy(),
+            "exported_with_options": lambda: with_options().numpy(),
+        },
+        repeats,
+    )
 
 
 TRAINING_COLUMNS = [
@@ -343,7 +357,7 @@ def main(argv=None):
     print("\ngreedy decoding, cached against uncached")
     decoding.print_table(rows)
 
-    rows = [serving_rows(size, 8 if args.smoke else 32, repeats)[0] for size in (1, 32)]
+    rows = serving_rows((1, 32), 8 if args.smoke else 32, repeats)
     results["serving"] = rows
     report.print_table(
         "exported serving_default against in-process decoding",
