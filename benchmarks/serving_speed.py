@@ -72,6 +72,7 @@ def pieces_of(config, folder):
 
 def run(run_dir, sentences, repeats):
     import ctranslate2
+    import tensorflow_text  # noqa: F401  (a subword export's SentencePiece ops, as the server links them)
 
     config = json.loads(RunFiles(run_dir).config.read_text())
     max_length = config["max_length"]
