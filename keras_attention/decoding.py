@@ -44,7 +44,10 @@ class Decodable(Protocol):
     def decoding_start(self, inputs, max_length, use_cache=True):
         """Runs what is computed once (the encoder, the cross-attention keys
         and values) and returns the state the loop carries (KV caches, RNN
-        states): a structure of tensors, each batch first."""
+        states): a dict of tensor structures, each tensor batch first. What
+        is fixed for a sentence (the encoder's output, the source mask, the
+        cross-attention keys and values) goes under `"context"`: beam
+        search computes it once per sentence and never reorders it."""
 
     def decoding_step(self, token_ids, index, state):
         """Float32 logits `[B, V]` for the token after position `index` of
@@ -260,8 +263,10 @@ def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id,
     total_length = prompt_width + room
     row_start = ops.arange(batch_size)[:, None]  # [B, 1]
 
-    # Every batch item becomes K rows: [B * K, ...], beams of an item adjacent.
-    state = model.decoding_start(ops.repeat(inputs, K, axis=0), total_length, use_cache=use_cache)
+    # Every batch item becomes K rows: [B * K, ...], beams of an item
+    # adjacent. The encoder runs once per item; its K rows are copies.
+    state = model.decoding_start(inputs, total_length, use_cache=use_cache)
+    state = tree.map_structure(lambda x: ops.repeat(x, K, axis=0), state)
     live_tokens = ops.pad(ops.repeat(prompt, K, axis=0), [[0, 0], [0, room]])  # [B*K, L]
     prompt_length = _lengths(prompt)[:, None]  # [B, 1]
     row_limit = row_limit if _is_scalar(row_limit) else row_limit[:, None]
@@ -323,7 +328,7 @@ def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id,
         live_log_probs, alive = ops.top_k(ops.where(ends, NEG_INF, log_probs), K)  # [B, K]
         live_tokens = ops.take(tokens, ops.reshape(alive + row_start * 2 * K, (-1,)), axis=0)
         source_rows = ops.reshape(ops.take_along_axis(beam, alive, axis=1) + row_start * K, (-1,))
-        state = tree.map_structure(lambda x: ops.take(x, source_rows, axis=0), state)
+        state = _reorder(state, source_rows)
         return index + 1, live_tokens, live_log_probs, finished_tokens, finished_scores, state
 
     def not_done(index, live_tokens, live_log_probs, finished_tokens, finished_scores, state):
@@ -343,6 +348,20 @@ def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id,
         (0, live_tokens, live_log_probs, finished_tokens, finished_scores, state),
     )
     return _strip_start(finished_tokens[:, 0], is_lm), finished_scores[:, 0]
+
+
+def _reorder(state, rows):
+    """Each live hypothesis takes the state of the beam it extends. A
+    sentence's `"context"` is the same in all of its K rows, and a beam only
+    ever extends a beam of its own sentence, so the context is left as it is
+    (gathering it would copy the cross-attention keys and values every
+    step, for nothing)."""
+    return {
+        key: value
+        if key == "context"
+        else tree.map_structure(lambda x: ops.take(x, rows, 0), value)
+        for key, value in state.items()
+    }
 
 
 def _length_penalty(length, alpha):

@@ -330,22 +330,23 @@ class Seq2SeqAttention(ZooModel):
     # --- Decoding (see keras_attention.decoding) ---
 
     def decoding_start(self, source_ids, max_length, use_cache=True):
-        """The RNN state is the cache; without it the decoder reruns the prefix."""
+        """The RNN state is the cache; without it the decoder reruns the
+        prefix. The encoder's outputs and mask are fixed for a sentence:
+        they sit under `"context"`, which beam search never reorders."""
         encoder_outputs, rnn_states = self.encode(source_ids)
-        state = {"encoder_outputs": encoder_outputs, "source_mask": padding_mask(source_ids)}
+        context = {"encoder_outputs": encoder_outputs, "mask": padding_mask(source_ids)}
         if use_cache:
-            state["states"] = self.decoder.initial_states(rnn_states)
-        else:
-            state["rnn_states"] = rnn_states
-        return state
+            return {"context": context, "states": self.decoder.initial_states(rnn_states)}
+        return {"context": context, "rnn_states": rnn_states}
 
     def decoding_step(self, token_ids, index, state):
+        context = state["context"]
         if "states" not in state:
             attentional = self.decoder(
                 self.target_embedding(token_ids),
-                state["encoder_outputs"],
+                context["encoder_outputs"],
                 initial_states=state["rnn_states"],
-                source_mask=state["source_mask"],
+                source_mask=context["mask"],
             )
             logits = ops.take(self.output_projection(attentional), index, axis=1)
             return ops.cast(logits, "float32"), state
@@ -353,8 +354,8 @@ class Seq2SeqAttention(ZooModel):
         attentional, _, states = self.decoder.step(
             self.target_embedding(token)[:, 0],
             state["states"],
-            state["encoder_outputs"],
-            state["source_mask"],
+            context["encoder_outputs"],
+            context["mask"],
         )
         logits = ops.cast(self.output_projection(attentional), "float32")
         return logits, {**state, "states": states}

@@ -271,16 +271,16 @@ class Transformer(ZooModel):
     def decoding_start(self, source_ids, max_length, use_cache=True):
         """Everything the decoding loop carries, batch first: the encoder is
         run once, and with the cache each block's cross-attention keys and
-        values are projected once."""
+        values are projected once. They are fixed for a sentence, so they
+        sit under `"context"`, which beam search never reorders."""
         encoder_output = self.encode(source_ids)
-        state = {"context_mask": padding_mask(source_ids)}
-        if use_cache:
-            batch_size = ops.shape(source_ids)[0]
-            state["caches"] = self.decoder.initial_caches(batch_size, max_length)
-            state["context_caches"] = self.decoder.context_caches(encoder_output)
-        else:
-            state["encoder_output"] = encoder_output
-        return state
+        context = {"mask": padding_mask(source_ids)}
+        if not use_cache:
+            return {"context": {**context, "encoder_output": encoder_output}}
+        return {
+            "context": {**context, "caches": self.decoder.context_caches(encoder_output)},
+            "caches": self.decoder.initial_caches(ops.shape(source_ids)[0], max_length),
+        }
 
     def decoding_step(self, token_ids, index, state):
         """Logits `[B, V]` (float32) for the token after position `index`.
@@ -288,12 +288,13 @@ class Transformer(ZooModel):
         `token_ids` `[B, max_length]` holds the tokens so far. With a cache
         only position `index` is run; without one, the whole prefix is.
         """
+        context = state["context"]
         if "caches" not in state:
             x = self.decoder(
                 self._embed_target(token_ids),
-                state["encoder_output"],
+                context["encoder_output"],
                 padding_mask=padding_mask(token_ids),
-                context_mask=state["context_mask"],
+                context_mask=context["mask"],
             )
             logits = ops.take(self._logits(x), index, axis=1)
             return ops.cast(logits, "float32"), state
@@ -304,8 +305,8 @@ class Transformer(ZooModel):
             token_ids,
             index,
             state,
-            context_mask=state["context_mask"],
-            context_caches=state["context_caches"],
+            context_mask=context["mask"],
+            context_caches=context["caches"],
         )
 
 

@@ -171,6 +171,20 @@ class MarkovModel:
         return ops.take(self.table, previous, axis=0), state
 
 
+def test_beam_search_starts_each_sentence_once():
+    """The encoder (`decoding_start`) runs on the B sentences, not on their
+    B * K beams; the K beams of a sentence share its result."""
+
+    class CountingModel(MarkovModel):
+        def decoding_start(self, inputs, max_length, use_cache=True):
+            self.start_rows = ops.shape(inputs)[0]
+            return {"context": {"source": inputs}, **super().decoding_start(inputs, max_length)}
+
+    model = CountingModel(early_end_table())
+    decoding.beam_search(model, np.zeros((2, 1), "int32"), 3, beam_size=3)
+    assert model.start_rows == 2
+
+
 def log_softmax_without_padding(table):
     logits = table.copy()
     logits[:, 0] = -1e9
