@@ -9,6 +9,13 @@ logical CPUs, a two-process `multi_worker` job), so each test asks for the
 validation losses as printed, the same evaluation and the same weights, bit
 for bit.
 
+The killed run starts from scratch, as its reference did, with the same
+seed: its first epoch's validation loss must equal the reference's, and
+the run resumed from the weights it left must end with the reference's
+weights and evaluation. So the default-strategy test is also the check
+that the same seed gives the same weights and results (two runs from
+scratch, bit for bit).
+
 Distributed runs were not always reproducible: `model.fit` left to find the
 end of an epoch's data ran the train step once more on the spent iterator,
 and the optimizer's step counter moved on some replicas and not others
