@@ -320,7 +320,7 @@ def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id,
             ops.concatenate([finished_scores, ending_scores], axis=1), K
         )  # [B, K], indices into [B, 3K]; ties keep the older
         every_finished = ops.concatenate(
-            [finished_tokens, ops.reshape(tokens, (batch_size, 2 * K, -1))], axis=1
+            [finished_tokens, ops.reshape(tokens, (batch_size, 2 * K, total_length))], axis=1
         )
         finished_tokens = ops.take_along_axis(every_finished, kept[..., None], axis=1)
 

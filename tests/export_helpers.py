@@ -133,6 +133,7 @@ def requests(exports):
     ]
     return {
         str(exports.translator_v1): translation + warmup,
+        str(exports.translator_v2): translation,
         str(exports.rnn_path): translation[:3],
         str(exports.classifier_path): [
             ("serving_default", {"text": texts}),

@@ -57,6 +57,7 @@ def export_model(
     overwrite=False,
     warmup_texts=WARMUP_TEXTS,
     config=None,
+    jit_compile=False,
 ):
     """Exports a trained zoo model and its tokenisers for TF Serving.
 
@@ -79,6 +80,10 @@ def export_model(
         warmup_texts: texts of the warm-up requests (one request per signature).
         config: optional dict (e.g. the recipe's resolved config), saved in the
             metadata file.
+        jit_compile: bool, a translation model's search with the export's
+            beam size and `max_length` is compiled by XLA (several times
+            faster on CPU). TF Serving then needs
+            `--xla_cpu_compilation_enabled=true`; see docs/serving.md.
 
     Returns:
         The `Path` of the version folder, `base_path/name/VERSION`. Beside
@@ -92,13 +97,16 @@ def export_model(
         raise ValueError(f"`beam_size` must be at most {MAX_BEAM_SIZE}. Received: {beam_size}")
     if not name or "/" in str(name) or str(name).startswith("."):
         raise ValueError(f"`name` must be a folder name. Received: name={name!r}")
-    server = make_server(model, tokenizer, target_tokenizer, max_length, beam_size, label_names)
+    server = make_server(
+        model, tokenizer, target_tokenizer, max_length, beam_size, label_names, jit_compile
+    )
     metadata = {
         "model": type(model).__name__,
         "signatures": sorted(server.signatures()),
         "max_length": max_length,
         "beam_size": beam_size,
         "max_beam_size": MAX_BEAM_SIZE,
+        "jit_compile": jit_compile,
         "label_names": None if label_names is None else [str(n) for n in label_names],
         "config": config,
     }

@@ -116,6 +116,28 @@ class Server(tf.Module):
         return requests
 
 
+def length_buckets(limit, shortest=8):
+    """The source lengths an XLA-compiled search is padded to: powers of two
+    from `shortest`, then `limit` (the longest a source may be)."""
+    lengths = []
+    while shortest < limit:
+        lengths.append(shortest)
+        shortest *= 2
+    return [*lengths, limit]
+
+
+def pad_to_bucket(ids, buckets):
+    """Pads `[B, S]` ids with 0 (padding) to the first bucket length >= S.
+
+    Under XLA every input shape compiles anew (seconds): a few lengths cover
+    every request, and padding changes nothing at the real positions. An
+    empty source (S = 0) stays empty."""
+    length = tf.shape(ids)[1]
+    sizes = tf.constant(buckets, tf.int32)
+    bucket = tf.reduce_min(tf.where(sizes >= length, sizes, sizes[-1]))
+    return tf.pad(ids, [[0, 0], [0, tf.where(length > 0, bucket - length, 0)]])
+
+
 class TranslationServer(Server):
     """Signatures of an encoder-decoder (`Transformer`, `Seq2SeqAttention`).
 
@@ -127,31 +149,54 @@ class TranslationServer(Server):
       head (H = 1 for the RNN): row t is what output token t attended to.
     - `translate_with_options`: `text`, `beam_size` and `max_length`, all
       `[B]` -> `translation` `[B]`, each row with its own options.
+
+    With `jit_compile=True` the search with the export's beam size and
+    maximum length (every signature's, and `translate_with_options`' rows
+    that ask for those) is compiled by XLA, its sources padded to a few
+    lengths (`length_buckets`) so that each batch size compiles a few
+    times. Other options run as a plain graph (a beam size is a shape to
+    XLA). TF Serving runs it only with `--xla_cpu_compilation_enabled=true`.
     """
 
     text_input = "text"
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, max_length, beam_size=1):
+    def __init__(
+        self, model, source_tokenizer, target_tokenizer, max_length, beam_size=1, jit_compile=False
+    ):
         source_vocabulary = tf.constant(source_tokenizer.vocabulary)
         target_vocabulary = tf.constant(target_tokenizer.vocabulary)
-        max_length_limit = max_length
+        # (The options signature's inputs take the names `beam_size` and `max_length`.)
+        max_length_limit, export_beam_size = max_length, beam_size
+        buckets = length_buckets(max_length)
         self.option_inputs = {
             "translate_with_options": {"beam_size": beam_size, "max_length": max_length}
         }
 
-        def translate(text, beam_size, max_length):
+        def search(source_ids, beam_size, max_length):
+            return decoding.beam_search(model, source_ids, max_length, beam_size=beam_size)[0]
+
+        @tf.function(jit_compile=True)
+        def compiled_search(source_ids):
+            return search(source_ids, beam_size, max_length)
+
+        def export_search(source_ids):
+            """The search with the export's options: under XLA if asked."""
+            if jit_compile:
+                return compiled_search(pad_to_bucket(source_ids, buckets))
+            return search(source_ids, beam_size, max_length)
+
+        def translate(text):
             source_ids = token_ids(source_tokenizer, text, max_length_limit)
-            output_ids, _ = decoding.beam_search(model, source_ids, max_length, beam_size=beam_size)
-            return source_ids, output_ids
+            return source_ids, export_search(source_ids)
 
         @tf.function(input_signature=[TEXTS])
         def serving_default(text):
-            _, output_ids = translate(text, beam_size, max_length)
+            _, output_ids = translate(text)
             return {"translation": target_tokenizer.detokenize(output_ids)}
 
         @tf.function(input_signature=[TEXTS])
         def translate_with_attention(text):
-            source_ids, output_ids = translate(text, beam_size, max_length)
+            source_ids, output_ids = translate(text)
             # Teacher-force the decoded output to read its attention weights:
             # the decoder input is <s> y1 .. y(n-1), so row t produced y_t.
             start = tf.fill([tf.shape(output_ids)[0], 1], START_ID)
@@ -170,8 +215,17 @@ class TranslationServer(Server):
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def translate_with_options(text, beam_size, max_length):
             def translate_group(text, options):
-                _, output_ids = translate(
-                    text, clamp(options[0], MAX_BEAM_SIZE), clamp(options[1], max_length_limit)
+                beams, length = (
+                    clamp(options[0], MAX_BEAM_SIZE),
+                    clamp(options[1], max_length_limit),
+                )
+                source_ids = token_ids(source_tokenizer, text, max_length_limit)
+                if not jit_compile:
+                    return target_tokenizer.detokenize(search(source_ids, beams, length))
+                output_ids = tf.cond(
+                    (beams == export_beam_size) & (length == max_length_limit),
+                    lambda: export_search(source_ids),
+                    lambda: search(source_ids, beams, length),
                 )
                 return target_tokenizer.detokenize(output_ids)
 
@@ -320,14 +374,23 @@ class LanguageModelServer(Server):
         )
 
 
-def make_server(model, tokenizer, target_tokenizer, max_length, beam_size, label_names):
+def make_server(
+    model, tokenizer, target_tokenizer, max_length, beam_size, label_names, jit_compile=False
+):
     """The server for `model.task` (each model of the zoo names its task);
     checks the arguments that task needs."""
     task = getattr(model, "task", None)
+    if jit_compile and task != "translation":
+        raise ValueError(
+            "`jit_compile=True` is for translation models (an XLA-compiled search). "
+            f"Received a {type(model).__name__}"
+        )
     if task == "translation":
         if target_tokenizer is None:
             raise ValueError("A translation model needs `target_tokenizer`. Received: None")
-        return TranslationServer(model, tokenizer, target_tokenizer, max_length, beam_size)
+        return TranslationServer(
+            model, tokenizer, target_tokenizer, max_length, beam_size, jit_compile
+        )
     if task == "classification":
         if label_names is None or len(label_names) != model.num_classes:
             raise ValueError(

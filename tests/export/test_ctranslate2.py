@@ -157,6 +157,7 @@ def test_options_ctranslate2_cannot_hold_are_refused_by_name(option, tmp_path):
         (["--quantization", "int8"], "--quantization needs --format ctranslate2"),
         (["--output-dir", "out"], "--output-dir needs --format ctranslate2"),
         (["--format", "ctranslate2", "--name", "x"], "--name is for --format saved_model"),
+        (["--format", "ctranslate2", "--jit-compile"], "--jit-compile is for --format saved_model"),
         (["--format", "onnx"], "invalid choice: 'onnx'"),
     ],
 )

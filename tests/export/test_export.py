@@ -1,5 +1,6 @@
 """Exports load and run the way TF Serving runs them, with none of our code."""
 
+import json
 import subprocess
 import sys
 
@@ -33,7 +34,13 @@ def test_the_fresh_process_never_imports_this_package(served):
 
 
 def test_every_op_is_a_tensorflow_or_tf_text_op(exports, served):
-    for path in (exports.translator_v1, exports.rnn_path, exports.classifier_path):
+    paths = (
+        exports.translator_v1,
+        exports.translator_v2,
+        exports.rnn_path,
+        exports.classifier_path,
+    )
+    for path in paths:
         result = served[1][str(path)]
         assert result["ops"], path  # the graph was read
         assert result["unregistered_ops"] == [], path
@@ -134,6 +141,33 @@ def test_translations_equal_in_process_decoding(exports, served):
     assert sum(t == s[::-1].encode() for t, s in zip(expected, TEXTS, strict=True)) >= 2
     expected = decode_in_process(model, tokenizer, TEXTS, beam_size=3, max_length=4)
     assert list(beam_3_length_4["translation"]) == expected
+
+
+def test_the_xla_export_answers_as_the_plain_one(exports, served):
+    """Version 2 was exported with `jit_compile=True`: its search with the
+    export's options runs under XLA (sources padded to a bucket length),
+    the others as a graph. Every request gets version 1's answer."""
+    plain = answers(served, exports.translator_v1)
+    compiled = answers(served, exports.translator_v2)
+    assert len(compiled) == 9 and len(plain) > len(compiled)  # plain also ran the warm-up
+    for got, expected in zip(compiled, plain, strict=False):
+        assert got.keys() == expected.keys()
+        for key in got:
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+    metadata = json.loads((exports.translator_v2 / export.METADATA_FILE).read_text())
+    assert metadata["jit_compile"] is True
+
+
+def test_xla_sources_are_padded_to_a_few_lengths():
+    from keras_attention.export.signatures import length_buckets, pad_to_bucket
+
+    assert length_buckets(40) == [8, 16, 32, 40]
+    assert length_buckets(8) == [8] and length_buckets(5) == [5]
+    for length, bucket in ((0, 0), (1, 8), (8, 8), (9, 16), (33, 40), (40, 40)):
+        ids = tf.ones([2, length], tf.int32)
+        padded = pad_to_bucket(ids, length_buckets(40)).numpy()
+        assert padded.shape == (2, bucket)
+        assert (padded[:, :length] == 1).all() and (padded[:, length:] == 0).all()
 
 
 def test_each_row_gets_its_own_options(exports, served):
@@ -332,8 +366,6 @@ def test_the_base_folder_lists_every_model_for_the_server(exports):
 
 
 def test_metadata_says_what_was_exported(exports):
-    import json
-
     metadata = json.loads((exports.translator_v1 / export.METADATA_FILE).read_text())
     assert metadata["model"] == "Transformer"
     assert metadata["max_length"] == MAX_LENGTH and metadata["beam_size"] == BEAM_SIZE
@@ -356,6 +388,10 @@ def test_export_refuses_bad_arguments(exports, tmp_path):
         export.export_model(model, tmp_path, "a/b", tokenizer, tokenizer, max_length=4)
     with pytest.raises(ValueError, match="label_names"):
         export.export_model(exports.classifier, tmp_path, "c", tokenizer, max_length=4)
+    with pytest.raises(ValueError, match="`jit_compile=True` is for translation models"):
+        export.export_model(
+            exports.language_model, tmp_path, "l", tokenizer, max_length=4, jit_compile=True
+        )
     with pytest.raises(FileExistsError, match="overwrite"):
         export.export_model(
             model, exports.base, "reverse", tokenizer, tokenizer, max_length=4, version=1

@@ -1,6 +1,7 @@
 """`python -m keras_attention.export RUN`: a finished run's folder to TF
 Serving's layout, from either Keras backend."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,12 +15,13 @@ from keras_attention import export
 def test_a_run_exports_from_either_backend(exports, tmp_path):
     """Started on JAX, the command runs itself again on TensorFlow (which a
     SavedModel needs): that second process is the same command as one
-    started on TensorFlow, so this one run checks both."""
+    started on TensorFlow, so this one run checks both. With
+    `--jit-compile` (its search compiled by XLA)."""
     run = make_run(exports, tmp_path / "run")
     expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
     result = subprocess.run(
         [sys.executable, "-m", "keras_attention.export", str(run / "model.keras")]
-        + ["--base", str(tmp_path / "serving"), "--name", "from_jax"],
+        + ["--base", str(tmp_path / "serving"), "--name", "from_jax", "--jit-compile"],
         env={**os.environ, "KERAS_BACKEND": "jax"},
         capture_output=True,
         text=True,
@@ -35,6 +37,8 @@ def test_a_run_exports_from_either_backend(exports, tmp_path):
     served = tf.saved_model.load(str(version)).signatures["serving_default"]
     assert list(served(text=tf.constant(TEXTS))["translation"].numpy()) == expected
     assert "from_jax" in (tmp_path / "serving" / "models.config").read_text()
+    metadata = json.loads((version / export.METADATA_FILE).read_text())
+    assert metadata["jit_compile"] is True
 
 
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
