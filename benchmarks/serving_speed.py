@@ -4,16 +4,19 @@ per second, text in and text out, greedy and beam 4, at batch 1 and 32.
     python -m benchmarks.serving_speed RUN_DIR     # a finished translate run (a Transformer)
     python -m benchmarks.serving_speed --smoke     # trains a tiny run first: checks it runs
 
-Ours: the run's newest SavedModel, loaded in this process as TF Serving
-loads it, called through `translate_with_options` (its beam size a
-per-row input). CTranslate2: the same weights written by `python -m
-keras_attention.export RUN --format ctranslate2` in float32 and int8, one
-thread (`intra_threads=1`: on a busy 2-core machine two threads' timings
-swing widely), its tokenisation in Python beside it (characters, or the
-run's SentencePiece model), as a CTranslate2 user would run it. Both decode
-to the run's `--max-length` with no length penalty, so they search the same
-way. The test split's first sources are the inputs; each figure is the
-median of a few passes over them.
+Ours: the run's model exported for each beam size, once as a plain graph
+and once with its search compiled by XLA (`--jit-compile`), each loaded in
+this process as TF Serving loads it and called through `serving_default`.
+CTranslate2: the same weights written by `python -m keras_attention.export
+RUN --format ctranslate2` in float32 and int8, one thread
+(`intra_threads=1`: on a busy 2-core machine two threads' timings swing
+widely), its tokenisation in Python beside it (characters, or the run's
+SentencePiece model), as a CTranslate2 user would run it. Both decode to
+the run's `--max-length` with a length penalty of alpha 0.6, each its own
+kind (ours Wu et al.'s `((5 + length) / 6) ** alpha`, CTranslate2's
+`length ** alpha`): the same kind of search, not always the same answer.
+The test split's first sources are the inputs; each figure is the
+median of a few passes over them, all four contenders in turn.
 """
 
 import argparse
@@ -26,23 +29,48 @@ from pathlib import Path
 import tensorflow as tf
 
 from benchmarks import measure, report
-from keras_attention.run_files import RunFiles
 
+LENGTH_PENALTY = 0.6  # alpha, as our exports' beam search uses
 COLUMNS = [
     ("decoding", "decoding", "s"),
     ("batch_size", "batch", "d"),
-    ("ours", "ours (SavedModel)", ".1f"),
+    ("ours", "ours (graph)", ".1f"),
+    ("ours_xla", "ours (XLA)", ".1f"),
     ("ctranslate2_float32", "CTranslate2 fp32", ".1f"),
     ("ctranslate2_int8", "CTranslate2 int8", ".1f"),
-    ("ours_over_float32", "ours / fp32", ".3f"),
-    ("ours_over_int8", "ours / int8", ".3f"),
+    ("xla_over_float32", "XLA / fp32", ".3f"),
+    ("xla_over_int8", "XLA / int8", ".3f"),
+    ("ours_over_float32", "graph / fp32", ".3f"),
 ]
 
 
-def newest_export(run_dir):
-    base = RunFiles(run_dir).serving
-    versions = [p for p in base.glob("*/*") if p.is_dir() and p.name.isdigit()]
-    return max(versions, key=lambda p: int(p.name))
+def our_exports(run_dir, folder, beam_sizes):
+    """`{(beam size, jit_compile): serving_default}`: the run's model
+    exported into `folder` with each beam size, without and with XLA."""
+    from keras_attention.export import export_model
+    from keras_attention.export.__main__ import load_run
+    from keras_attention.run_files import RunFiles
+
+    model, config, _, tokenizer = load_run(RunFiles(run_dir).model, Path(run_dir))
+    source, target = tokenizer("source"), tokenizer("target")
+    served = {}
+    for beam_size in beam_sizes:
+        for jit_compile in (False, True):
+            name = f"beam_{beam_size}" + ("_xla" if jit_compile else "")
+            version = export_model(
+                model,
+                folder,
+                name,
+                source,
+                target,
+                max_length=config["max_length"],
+                beam_size=beam_size,
+                jit_compile=jit_compile,
+            )
+            served[beam_size, jit_compile] = tf.saved_model.load(str(version)).signatures[
+                "serving_default"
+            ]
+    return served
 
 
 def ctranslate2_model(run_dir, folder, quantization):
@@ -70,15 +98,16 @@ def pieces_of(config, folder):
     return (lambda text: source.encode(text, out_type=str)), target.decode_pieces
 
 
-def run(run_dir, sentences, repeats):
+def run(run_dir, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32)):
     import ctranslate2
     import tensorflow_text  # noqa: F401  (a subword export's SentencePiece ops, as the server links them)
 
+    from keras_attention.run_files import RunFiles
+
     config = json.loads(RunFiles(run_dir).config.read_text())
     max_length = config["max_length"]
-    served = tf.saved_model.load(str(newest_export(run_dir)))
-    with_options = served.signatures["translate_with_options"]
     with tempfile.TemporaryDirectory() as folder:
+        served = our_exports(run_dir, Path(folder) / "serving", beam_sizes)
         translators = {
             name: ctranslate2.Translator(
                 str(ctranslate2_model(run_dir, Path(folder) / name, quantization)),
@@ -88,33 +117,31 @@ def run(run_dir, sentences, repeats):
         }
         split, join = pieces_of(config, Path(folder) / "float32")
         rows = []
-        for beam_size in (1, 4):
-            for batch_size in (1, 32):
+        for beam_size in beam_sizes:
+            for batch_size in batch_sizes:
                 batches = [
                     sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)
                 ]
 
-                def ours(batches=batches, beam_size=beam_size):
+                def ours(signature, batches=batches):
                     for batch in batches:
-                        size = len(batch)
-                        with_options(
-                            text=tf.constant(batch),
-                            beam_size=tf.fill([size], beam_size),
-                            max_length=tf.fill([size], max_length),
-                        )["translation"].numpy()
+                        signature(text=tf.constant(batch))["translation"].numpy()
 
                 def theirs(translator, batches=batches, beam_size=beam_size):
                     for batch in batches:
                         results = translator.translate_batch(
                             [split(text) for text in batch],
                             beam_size=beam_size,
-                            length_penalty=0.0,
+                            length_penalty=LENGTH_PENALTY,
                             max_decoding_length=max_length,
                             min_decoding_length=0,
                         )
                         [join(result.hypotheses[0]) for result in results]
 
-                contenders = {"ours": ours} | {
+                contenders = {
+                    "ours": lambda s=served[beam_size, False]: ours(s),
+                    "ours_xla": lambda s=served[beam_size, True]: ours(s),
+                } | {
                     f"ctranslate2_{name}": (lambda t=translator: theirs(t))
                     for name, translator in translators.items()
                 }
@@ -122,8 +149,9 @@ def run(run_dir, sentences, repeats):
                 row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}"}
                 row["batch_size"] = batch_size
                 row |= {name: len(sentences) / s for name, s in seconds.items()}
+                row["xla_over_float32"] = row["ours_xla"] / row["ctranslate2_float32"]
+                row["xla_over_int8"] = row["ours_xla"] / row["ctranslate2_int8"]
                 row["ours_over_float32"] = row["ours"] / row["ctranslate2_float32"]
-                row["ours_over_int8"] = row["ours"] / row["ctranslate2_int8"]
                 rows.append(row)
     return rows
 

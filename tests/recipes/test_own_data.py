@@ -97,6 +97,22 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_r
     assert "max_batch_size { value: 32 }" in (serving / "batching_parameters.txt").read_text()
 
 
+def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run):
+    """`benchmarks/serving_speed.py` on a run with SentencePiece on both
+    sides: our plain and XLA exports and CTranslate2 in float32 and int8,
+    each its SentencePiece, all timed (nothing about speed is asserted)."""
+    from benchmarks import serving_speed
+
+    output_dir, _ = quick_start_run
+    sentences = serving_speed.test_sources(output_dir, 4)
+    assert len(sentences) == 4 and all(sentences)
+    (row,) = serving_speed.run(output_dir, sentences, 1, beam_sizes=(4,), batch_sizes=(2,))
+    assert (row["decoding"], row["batch_size"]) == ("beam 4", 2)
+    for name in ("ours", "ours_xla", "ctranslate2_float32", "ctranslate2_int8"):
+        assert row[name] > 0, name
+    assert row["xla_over_float32"] == row["ours_xla"] / row["ctranslate2_float32"]
+
+
 def test_a_subword_run_exports_to_ctranslate2_with_its_sentencepiece_models(quick_start_run):
     """CTranslate2 takes pieces: its model folder carries the run's two
     SentencePiece models, which give them (word-for-word equality with our
