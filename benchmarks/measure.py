@@ -1,9 +1,30 @@
 """How the benchmarks measure: median wall time, peak memory, matmul peak."""
 
+import os
+import platform
+import re
 import statistics
 import time
+from pathlib import Path
 
 import tensorflow as tf
+
+
+def machine(cpuinfo="/proc/cpuinfo"):
+    """What the figures were measured on: the CPU model, its AVX flags, the
+    cores, and whether TensorFlow's oneDNN was asked for. Machines of one
+    kind differ (AVX2 only, or AVX-512) and TensorFlow's defaults with
+    them, so every result file says which it was."""
+    text = Path(cpuinfo).read_text() if Path(cpuinfo).is_file() else ""
+    model = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.MULTILINE)
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, flags=re.MULTILINE)
+    avx = sorted({f for f in (flags.group(1).split() if flags else []) if f.startswith("avx")})
+    return {
+        "cpu": model.group(1).strip() if model else platform.processor() or "unknown",
+        "avx_flags": avx,
+        "cpus": os.cpu_count(),
+        "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(TensorFlow's default)"),
+    }
 
 
 def median_seconds(function, repeats, warmup=2):

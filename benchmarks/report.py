@@ -93,8 +93,17 @@ def peaks(rows, size):
     )
 
 
+def describe(machine):
+    """One line for a report: `CPU: ... (AVX flags: ...), N cores, oneDNN ...`."""
+    return (
+        f"CPU: {machine['cpu']} (AVX flags: {' '.join(machine['avx_flags']) or 'none'}), "
+        f"{machine['cpus']} cores, TF_ENABLE_ONEDNN_OPTS={machine['TF_ENABLE_ONEDNN_OPTS']}"
+    )
+
+
 def report(results):
     parts = [
+        *([describe(results["machine"])] if "machine" in results else []),
         "An encoder step that did nothing but its matrix multiplications, each at "
         "the speed of XLA's own large matmul, would be "
         f"**{xla_bound(results, 'encoder'):.2f}x** KerasHub's XLA step without dropout: "

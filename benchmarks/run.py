@@ -308,6 +308,8 @@ def main(argv=None):
     results = {"sizes": sizes, "num_layers": NUM_LAYERS, "smoke": args.smoke}
     results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
     results["cpus"] = os.cpu_count()
+    results["machine"] = measure.machine()
+    print(report.describe(results["machine"]))
 
     matmul_size = 256 if args.smoke else 4096
     results["matmul_size"] = matmul_size

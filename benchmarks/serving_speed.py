@@ -186,6 +186,8 @@ def main(argv=None):
             )
         sentences = test_sources(run_dir, 32 if args.smoke else args.sentences)
         rows = run(run_dir, sentences, 1 if args.smoke else args.repeats)
+    machine = measure.machine()
+    print(report.describe(machine))
     report.print_table(
         f"sentences per second, text in and out ({len(sentences)} test sources; "
         "CTranslate2 on one thread)",
@@ -193,7 +195,7 @@ def main(argv=None):
         COLUMNS,
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
     return rows
 
 

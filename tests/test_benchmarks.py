@@ -139,6 +139,24 @@ def test_peak_memory_is_measured_with_onednn_on_and_off(onednn, expected):
     assert 60 <= mib < 4 * 64
 
 
+def test_every_result_says_which_machine_measured_it(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu sse avx2 avx avx512f\n"
+    )
+    machine = measure.machine(cpuinfo)
+    assert machine["cpu"] == "AMD EPYC 9B14"
+    assert machine["avx_flags"] == ["avx", "avx2", "avx512f"]
+    assert machine["cpus"] >= 1
+    from benchmarks import report
+
+    line = report.describe({**machine, "cpus": 2, "TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert (
+        line == "CPU: AMD EPYC 9B14 (AVX flags: avx avx2 avx512f), 2 cores, TF_ENABLE_ONEDNN_OPTS=0"
+    )
+    assert measure.machine()["cpu"]  # this machine's, from /proc/cpuinfo
+
+
 def test_flop_counts_match_a_hand_count():
     # One encoder layer's forward pass at B=1, T=2, D=4, FF=8, in multiply-adds:
     # Q, K, V and output projections 4 * (2*4*4) = 128; Q K^T and weights V
@@ -158,6 +176,7 @@ def test_the_report_renders_every_section(smoke):
 
     results, _ = smoke
     text = report.report(results)
+    assert text.startswith(report.describe(results["machine"]))
     for title in (
         "Encoder training step",
         "Decoder training step",
