@@ -307,7 +307,6 @@ def main(argv=None):
     repeats = 2 if args.smoke else args.repeats
     results = {"sizes": sizes, "num_layers": NUM_LAYERS, "smoke": args.smoke}
     results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
-    results["cpus"] = os.cpu_count()
     results["machine"] = measure.machine()
     print(report.describe(results["machine"]))
 
