@@ -1,22 +1,29 @@
-"""Our file recipe against the keras.io KerasHub translation example, on the
-same data for the same training time, in one run.
+"""Our file recipe against two peers, on the same data for the same
+training time, in one run:
 
     python -m benchmarks.translation_peer --train-file data/en_fr.tsv
 
 1. Ours: `python -m keras_attention.recipes.translate --train-file FILE`,
    every choice left to the recipe; its training time and its test
    translations (`test_translations.tsv`) are read back.
-2. The peer: the setup of "English-to-Spanish translation with KerasHub"
-   (keras.io): lowercased text, WordPiece vocabularies of 15,000 per
-   language, `TokenAndPositionEmbedding`, one KerasHub `TransformerEncoder`
-   and one `TransformerDecoder` (d_model 256, 8 heads, FF 2048), dropout 0.5
-   before the softmax, RMSprop, batches of 64 padded to 40 tokens, greedy
-   decoding with `keras_hub.samplers.GreedySampler`. It trains on the same
-   training split (the recipe's hold-out by a hash of the source) for as
-   many seconds as ours trained, then translates the same test split.
-3. Both are scored with sacreBLEU and chrF against the same references,
-   ignoring case (the peer lowercases its data, as the example does), and
-   the table is printed and written as JSON.
+2. The keras.io KerasHub example: the setup of "English-to-Spanish
+   translation with KerasHub": lowercased text, WordPiece vocabularies of
+   15,000 per language, `TokenAndPositionEmbedding`, one KerasHub
+   `TransformerEncoder` and one `TransformerDecoder` (d_model 256, 8 heads,
+   FF 2048), dropout 0.5 before the softmax, RMSprop, batches of 64 padded
+   to 40 tokens, greedy decoding with `keras_hub.samplers.GreedySampler`.
+3. OpenNMT-py, a dedicated translation toolkit, in its own virtual
+   environment: its documented Transformer recipe at our model's size, on
+   our run's SentencePiece pieces, beam 4 (`benchmarks/opennmt.py` says
+   exactly what is set and why). It runs twice: with the documented 8,000
+   warm-up steps, and with 1,000, which puts the schedule's peak inside a
+   budget of minutes.
+
+Each peer trains on the same training split (the recipe's hold-out by a
+hash of the source) for as many seconds as ours trained, then translates
+the same test split. All are scored with sacreBLEU and chrF against the
+same references, as written and ignoring case (the KerasHub example
+lowercases its data), and the table is printed and written as JSON.
 """
 
 import argparse
@@ -30,7 +37,10 @@ import keras
 import sacrebleu
 import tensorflow as tf
 
+from benchmarks import opennmt
 from keras_attention.data import text_files
+from keras_attention.models.transformer import PRESETS as TRANSFORMER_PRESETS
+from keras_attention.run_files import RunFiles
 
 # The keras.io example's settings.
 PEER = dict(
@@ -189,10 +199,55 @@ def train_peer(train_pairs, validation_pairs, seconds):
 
 
 def scores(predictions, references):
-    """Case-insensitive sacreBLEU and chrF."""
-    bleu = sacrebleu.BLEU(lowercase=True).corpus_score(predictions, [references])
-    chrf = sacrebleu.CHRF(lowercase=True).corpus_score(predictions, [references])
-    return round(bleu.score, 2), round(chrf.score, 2)
+    """sacreBLEU and chrF, as written and ignoring case."""
+    result = {}
+    for case, lowercase in (("", False), ("_lowercase", True)):
+        bleu = sacrebleu.BLEU(lowercase=lowercase).corpus_score(predictions, [references])
+        chrf = sacrebleu.CHRF(lowercase=lowercase).corpus_score(predictions, [references])
+        result["sacrebleu" + case] = round(bleu.score, 2)
+        result["chrf" + case] = round(chrf.score, 2)
+    return result
+
+
+# OpenNMT-py's documented warm-up, and one whose peak falls inside a
+# budget of minutes (about 1,200 steps fit in 9 minutes on 2 cores).
+OPENNMT_WARMUPS = (8000, 1000)
+
+
+def run_opennmt(environment, folder, our_run, train, validation, test, seconds):
+    """OpenNMT-py's documented Transformer recipe at our run's model size
+    (see `benchmarks/opennmt.py`), once per warm-up of `OPENNMT_WARMUPS`;
+    returns {warm-up: (its results, its test translations)}."""
+    files = RunFiles(our_run)
+    config = json.loads(files.config.read_text())
+    if config["model"] != "transformer" or not files.vocabulary("source", "subword").exists():
+        raise SystemExit("The OpenNMT-py peer needs our run to be a subword Transformer.")
+    model = dict(TRANSFORMER_PRESETS[config["model_preset"] or "tiny"])
+    model.update(config["model_overrides"])
+    commands = opennmt.environment(environment)
+    results = {}
+    for warmup_steps in OPENNMT_WARMUPS:
+        work = Path(folder) / f"warmup_{warmup_steps}"
+        opennmt.prepare(
+            work,
+            train,
+            validation,
+            files.vocabulary("source", "subword"),
+            files.vocabulary("target", "subword"),
+        )
+        settings = opennmt.config(work, model, config["max_length"], warmup_steps)
+        checkpoint, steps, trained = opennmt.train(commands, work, settings, seconds)
+        predictions, decoding = opennmt.translate(
+            commands, work, checkpoint, [s for s, _ in test], 4, config["max_length"]
+        )
+        results[warmup_steps] = (
+            {"training_seconds": trained, "steps": steps, "decoding_seconds": decoding},
+            predictions,
+        )
+    return results
+
+
+PEERS = ("keras_hub_example", "opennmt")
 
 
 def main(argv=None):
@@ -200,60 +255,85 @@ def main(argv=None):
     parser.add_argument("--train-file", required=True, help="source<TAB>target pairs")
     parser.add_argument("--output-dir", default="runs/translation_peer", help="where runs go")
     parser.add_argument("--json", default="benchmarks/translation_peer.json", help="results")
+    parser.add_argument(
+        "--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)}"
+    )
+    parser.add_argument(
+        "--opennmt-environment",
+        default=None,
+        help="OpenNMT-py's virtual environment, built there unless it exists "
+        "(default: OUTPUT_DIR/opennmt-venv)",
+    )
     args = parser.parse_args(argv)
+    peers = args.peers.split(",")
+    for peer in peers:
+        if peer not in PEERS:
+            parser.error(f"--peers: unknown peer {peer!r}; known: {', '.join(PEERS)}")
     output_dir = Path(args.output_dir)
+    environment = args.opennmt_environment or output_dir / "opennmt-venv"
+    if "opennmt" in peers:
+        opennmt.environment(environment)  # built before any timing starts
 
     evaluation, triples, our_wall = run_ours(args.train_file, output_dir / "ours")
     pairs, _ = text_files.read_columns(args.train_file)
     train, validation, test = text_files.hold_out(pairs, 0.05)
     if [s for s, _, _ in triples] != [s for s, _ in test]:
-        raise RuntimeError("The peer's test split differs from the recipe's.")
+        raise RuntimeError("The peers' test split differs from the recipe's.")
     references = [reference for _, reference, _ in triples]
-    ours = scores([translation for _, _, translation in triples], references)
-
-    started = time.time()
-    translate, epochs = train_peer(train, validation, evaluation["training_seconds"])
-    peer_training = time.time() - started  # the vocabularies included
-    started = time.time()
-    sources = [source for source, _ in test]
-    peer_predictions = []
-    for first in range(0, len(sources), 64):
-        peer_predictions += translate(sources[first : first + 64])
-    peer_decoding = time.time() - started
-    peer = scores(peer_predictions, references)
+    predictions = {"ours": [translation for _, _, translation in triples]}
+    seconds = evaluation["training_seconds"]
+    rows = {
+        "ours": {
+            "training_seconds": seconds,
+            "wall_seconds": round(our_wall, 1),
+            "decoding": evaluation["decoding"],
+        }
+    }
+    if "keras_hub_example" in peers:
+        started = time.time()
+        translate, epochs = train_peer(train, validation, seconds)
+        peer_training = time.time() - started  # the vocabularies included
+        started = time.time()
+        sources = [source for source, _ in test]
+        predictions["keras_hub_example"] = []
+        for first in range(0, len(sources), 64):
+            predictions["keras_hub_example"] += translate(sources[first : first + 64])
+        rows["keras_hub_example"] = {
+            "training_seconds": round(peer_training, 1),
+            "epochs": epochs,
+            "decoding": "greedy",
+            "decoding_seconds": round(time.time() - started, 1),
+        }
+    if "opennmt" in peers:
+        folders = (output_dir / "opennmt", output_dir / "ours")
+        runs = run_opennmt(environment, *folders, train, validation, test, seconds)
+        for warmup_steps, (row, texts) in runs.items():
+            name = f"opennmt_warmup_{warmup_steps}"
+            rows[name] = dict(row, decoding="beam 4", warmup_steps=warmup_steps)
+            predictions[name] = texts
+    for name, row in rows.items():
+        row.update(scores(predictions[name], references))
 
     results = {
         "train_file": str(args.train_file),
         "train_pairs": len(train),
         "test_pairs": len(test),
-        "ours": {
-            "sacrebleu_lowercase": ours[0],
-            "chrf_lowercase": ours[1],
-            "sacrebleu_cased": evaluation["sacrebleu"],
-            "training_seconds": evaluation["training_seconds"],
-            "wall_seconds": round(our_wall, 1),
-            "decoding": evaluation["decoding"],
-        },
-        "keras_hub_example": {
-            "sacrebleu_lowercase": peer[0],
-            "chrf_lowercase": peer[1],
-            "training_seconds": round(peer_training, 1),
-            "epochs": epochs,
-            "decoding_seconds": round(peer_decoding, 1),
-        },
-        "bleu_ratio": round(ours[0] / max(peer[0], 1e-9), 2),
+        "opennmt": {"package": opennmt.OPENNMT, "torch": opennmt.TORCH},
+        **rows,
         "examples": [
-            {"source": s, "reference": r, "ours": o, "keras_hub_example": k}
-            for (s, r, o), k in list(zip(triples, peer_predictions, strict=True))[:12]
+            {"source": s, "reference": r, **{name: texts[i] for name, texts in predictions.items()}}
+            for i, (s, r, _) in enumerate(triples[:12])
         ],
     }
     Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    print(
-        f"\n| | sacreBLEU (lowercased) | chrF | training |\n|---|---|---|---|\n"
-        f"| ours | {ours[0]} | {ours[1]} | {evaluation['training_seconds']:.0f} s |\n"
-        f"| KerasHub example | {peer[0]} | {peer[1]} | {peer_training:.0f} s, {epochs} epochs |\n"
-        f"\nBLEU ratio: {results['bleu_ratio']}x; wrote {args.json}"
-    )
+    print("\n| | sacreBLEU | chrF | lowercased: sacreBLEU, chrF | training |")
+    print("|---|---|---|---|---|")
+    for name, row in rows.items():
+        print(
+            f"| {name} | {row['sacrebleu']} | {row['chrf']} | {row['sacrebleu_lowercase']}, "
+            f"{row['chrf_lowercase']} | {row['training_seconds']:.0f} s |"
+        )
+    print(f"\nwrote {args.json}")
     return results
 
 
