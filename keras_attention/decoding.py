@@ -208,6 +208,7 @@ def beam_search(
     start_id=START_ID,
     end_id=END_ID,
     use_cache=True,
+    return_all_beams=False,
 ):
     """Extends the `beam_size` best unfinished sequences at every step, and
     keeps the best finished ones aside until none of the unfinished can
@@ -232,22 +233,37 @@ def beam_search(
             in CTranslate2 and OpenNMT). In a TF graph also a scalar int32
             tensor.
         length_penalty: float alpha; 0 ranks by raw log-probability.
+        return_all_beams: bool, return every finished hypothesis kept, not
+            only the best (a Python int `beam_size` only).
 
     Returns:
         `(ids, scores)`: the best finished sequence of each batch item,
         shaped as in `greedy_search`, and its length-normalised
-        log-probability `[B]`.
+        log-probability `[B]`. With `return_all_beams`, the `beam_size`
+        finished ones, best first: ids `[B, K, ...]` and scores `[B, K]`
+        (a row with fewer than K finished scores the rest `NEG_INF`).
     """
     _check_positive_int("beam_size", beam_size)
+    if return_all_beams and ops.is_tensor(beam_size):
+        raise ValueError("return_all_beams=True needs a Python int beam_size, not a tensor")
 
     def greedy():
-        return _decode(
+        ids, scores = _decode(
             model, inputs, max_length, start_id, end_id, use_cache, _most_likely, length_penalty
         )
+        return (ids[:, None], scores[:, None]) if return_all_beams else (ids, scores)
 
     def beams():
         return _beam_search(
-            model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache
+            model,
+            inputs,
+            max_length,
+            beam_size,
+            length_penalty,
+            start_id,
+            end_id,
+            use_cache,
+            return_all_beams,
         )
 
     if not ops.is_tensor(beam_size):
@@ -255,7 +271,9 @@ def beam_search(
     return ops.cond(beam_size == 1, greedy, beams)
 
 
-def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache):
+def _beam_search(
+    model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache, every=False
+):
     room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
@@ -347,6 +365,8 @@ def _beam_search(model, inputs, max_length, beam_size, length_penalty, start_id,
         step,
         (0, live_tokens, live_log_probs, finished_tokens, finished_scores, state),
     )
+    if every:  # [B, K, L] and [B, K], best first
+        return (finished_tokens if is_lm else finished_tokens[:, :, 1:]), finished_scores
     return _strip_start(finished_tokens[:, 0], is_lm), finished_scores[:, 0]
 
 

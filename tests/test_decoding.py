@@ -192,11 +192,12 @@ def log_softmax_without_padding(table):
     return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
 
 
-def exhaustive_best(table, max_length, alpha, end_id=2, start_id=1):
-    """The highest ((5 + |Y|) / 6)^alpha-normalised log-probability sequence."""
+def exhaustive_scores(table, max_length, alpha, end_id=2, start_id=1):
+    """Every finished sequence and its ((5 + |Y|) / 6)^alpha-normalised
+    log-probability."""
     log_probs = log_softmax_without_padding(table)
     vocabulary = range(1, table.shape[0])
-    best, best_score = None, -np.inf
+    scores = {}
     for length in range(1, max_length + 1):
         for sequence in itertools.product(vocabulary, repeat=length):
             if end_id in sequence[:-1]:
@@ -205,10 +206,15 @@ def exhaustive_best(table, max_length, alpha, end_id=2, start_id=1):
             total = sum(log_probs[a, b] for a, b in itertools.pairwise(tokens))
             if length < max_length and sequence[-1] != end_id:
                 continue  # an unfinished sequence shorter than max_length is a prefix
-            score = total / ((5 + length) / 6) ** alpha
-            if score > best_score:
-                best, best_score = sequence, score
-    return list(best), best_score
+            scores[sequence] = total / ((5 + length) / 6) ** alpha
+    return scores
+
+
+def exhaustive_best(table, max_length, alpha):
+    """The highest-scoring finished sequence and its score."""
+    scores = exhaustive_scores(table, max_length, alpha)
+    best = max(scores, key=scores.get)
+    return list(best), scores[best]
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
@@ -225,6 +231,30 @@ def test_beam_search_finds_the_best_sequence(alpha, seed):
     tokens = [t for t in to_numpy(tokens)[0] if t != 0]
     assert tokens == expected
     np.testing.assert_allclose(to_numpy(score)[0], expected_score, rtol=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_all_beams_are_the_finished_hypotheses_best_first(beam_size):
+    table = np.random.default_rng(5).normal(scale=2.0, size=(5, 5)).astype("float32")
+    model, inputs = MarkovModel(table), np.zeros((2, 1), "int32")
+    tokens, scores = decoding.beam_search(
+        model, inputs, 3, beam_size=beam_size, return_all_beams=True
+    )
+    tokens, scores = to_numpy(tokens), to_numpy(scores)
+    assert tokens.shape == (2, beam_size, 3) and scores.shape == (2, beam_size)
+    best, best_score = decoding.beam_search(model, inputs, 3, beam_size=beam_size)
+    np.testing.assert_array_equal(tokens[:, 0], to_numpy(best))
+    np.testing.assert_allclose(scores[:, 0], to_numpy(best_score), rtol=1e-6)
+    exact = exhaustive_scores(table, 3, 0.6)
+    hypotheses = [tuple(int(t) for t in row if t != 0) for row in tokens[0]]
+    assert len(set(hypotheses)) == beam_size  # distinct
+    assert list(scores[0]) == sorted(scores[0], reverse=True)
+    for hypothesis, score in zip(hypotheses, scores[0], strict=True):
+        np.testing.assert_allclose(score, exact[hypothesis], rtol=1e-5)
+    with pytest.raises(ValueError, match="return_all_beams"):
+        decoding.beam_search(
+            model, inputs, 3, beam_size=ops.convert_to_tensor(2), return_all_beams=True
+        )
 
 
 def early_end_table():
