@@ -16,6 +16,7 @@ from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
 from keras_attention.files import write_json
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy, TransformerSchedule
 from keras_attention.recipes import resume
+from keras_attention.recipes.attention_images import AttentionImages, watched_examples
 from keras_attention.recipes.choices import epochs_for, vocabulary_size_for
 from keras_attention.recipes.config import PRECISIONS, TrainingConfig
 from keras_attention.recipes.strategy import make_strategy
@@ -125,10 +126,10 @@ def batching(config, compiles, train_examples=0, epoch=0):
     return arguments
 
 
-def fit(model, strategy, train_batches, validation, config, output_dir):
+def fit(model, strategy, train_batches, validation, config, output_dir, callbacks=()):
     """`model.fit`, one epoch at a time, resumable at any step (see
-    `resume.py`), with TensorBoard logs and a stop on NaN; returns the
-    training time in seconds.
+    `resume.py`), with TensorBoard logs, a stop on NaN and `callbacks`;
+    returns the training time in seconds.
 
     `train_batches(epoch)` gives that epoch's training batches, the same
     ones every time it is asked. Every worker resumes from the chief's
@@ -181,6 +182,7 @@ def fit(model, strategy, train_batches, validation, config, output_dir):
                 resume.StopOnNaN(position),
                 resume.SaveEvery(checkpoints, config.checkpoint_every, position),
                 tensorboard,
+                *callbacks,
                 progress,
             ],
         )
@@ -394,8 +396,12 @@ class Recipe:
             f"{data.description}, strategy {config.strategy} "
             f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
         )
+        # The attention of a few validation examples, drawn into TensorBoard
+        # every epoch.
+        examples = watched_examples(data)
+        watched = [AttentionImages(examples, output_dir)] if examples else []
         training_seconds = fit(
-            model, strategy, data.train_batches, data.validation, config, output_dir
+            model, strategy, data.train_batches, data.validation, config, output_dir, watched
         )
         evaluation = self.evaluate(model, data, output_dir)
         results = {**evaluation.results, "training_seconds": round(training_seconds, 1)}
