@@ -80,10 +80,14 @@ def environment(folder):
     return commands
 
 
+def _variables():
+    """The environment variables OpenNMT-py runs with."""
+    return dict(os.environ, **ENVIRONMENT)
+
+
 def _run(commands, name, *arguments, **kwargs):
-    environment = dict(os.environ, **ENVIRONMENT)
     return subprocess.run(
-        [str(commands / name), *map(str, arguments)], check=True, env=environment, **kwargs
+        [str(commands / name), *map(str, arguments)], check=True, env=_variables(), **kwargs
     )
 
 
@@ -176,13 +180,12 @@ def train(commands, folder, settings, seconds):
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _run(commands, "onmt_build_vocab", "-config", config_file, "-n_sample", -1, **quiet)
     log_file = folder / "train.log"
-    environment = dict(os.environ, **ENVIRONMENT)
     with open(log_file, "w") as log:
         process = subprocess.Popen(
             [str(commands / "onmt_train"), "-config", str(config_file)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=environment,
+            env=_variables(),
             start_new_session=True,  # its data loaders go with it
         )
     started = None

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attention import visualize
-from keras_attention.explore import readable
+from keras_attention.explore import token_labels
 from keras_attention.run_files import RunFiles
 
 EXAMPLES = 3  # validation examples drawn each epoch
@@ -26,7 +26,7 @@ def watched_examples(data, count=EXAMPLES):
     subword = data.config.tokenizer == "subword"
 
     def tokens(tokenizer, ids):
-        return [readable(tokenizer.vocabulary[int(i)], subword) for i in ids if i != 0]
+        return token_labels(tokenizer, ids, subword)
 
     examples = []
     for row in range(min(count, int(tf.shape(labels)[0]))):

@@ -69,6 +69,12 @@ def readable(token, subword):
     return token[1:] if token.startswith("▁") else "##" + token
 
 
+def token_labels(tokenizer, ids, subword):
+    """The readable labels of `ids` in `tokenizer`'s vocabulary, padding
+    left out."""
+    return [readable(tokenizer.vocabulary[int(i)], subword) for i in ids if i != 0]
+
+
 def find_run(path):
     """The run folder and model file of `path`: a run's folder, or the
     `model.keras` inside one."""
@@ -253,8 +259,7 @@ class Explorer:
         return self._searches[key]
 
     def _labels(self, ids, side):
-        vocabulary = self.tokenizers[side].vocabulary
-        return [readable(vocabulary[int(i)], self.subword) for i in ids if i != 0]
+        return token_labels(self.tokenizers[side], ids, self.subword)
 
 
 def _compiled(function):
