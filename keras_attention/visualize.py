@@ -9,13 +9,16 @@ shade is how much attention the row pays to the column.
 """
 
 import argparse
+import functools
 import math
 from pathlib import Path
 
 import numpy as np
 from keras import ops
+from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ft2font import FT2Font
 
 
 def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
@@ -49,7 +52,7 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
     columns = min(num_heads, 4 if key_length <= 12 else 2)  # keep pictures readable
     rows = math.ceil(num_heads / columns)
     cell = 0.35  # inches per token
-    label_width = 0.12 * max(len(str(t)) for t in [*query_tokens, *key_tokens, "x"])
+    label_width = 0.12 * max(len(t) for t in [*drawable(query_tokens), *drawable(key_tokens), "x"])
     figure = Figure(
         figsize=(
             columns * (1.0 + label_width + cell * key_length) + 1.0,
@@ -65,8 +68,8 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
             figure.delaxes(ax)
             continue
         image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(key_length), labels=list(key_tokens), rotation=90)
-        ax.set_yticks(range(query_length), labels=list(query_tokens))
+        ax.set_xticks(range(key_length), labels=drawable(key_tokens), rotation=90)
+        ax.set_yticks(range(query_length), labels=drawable(query_tokens))
         ax.set_title(f"head {head}" if num_heads > 1 else "attention")
     figure.colorbar(image, ax=list(figure.axes), shrink=0.8, label="attention weight")
     if title:
@@ -74,6 +77,24 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
     if path is not None:
         figure.savefig(path, dpi=100, bbox_inches="tight")
     return figure
+
+
+@functools.cache
+def _font_characters():
+    """The code points the font matplotlib draws labels in has glyphs for."""
+    path = font_manager.findfont(font_manager.FontProperties())
+    return frozenset(FT2Font(path).get_charmap())
+
+
+def drawable(tokens):
+    """`tokens` as labels the figure's font can draw: a character it has no
+    glyph for (Thai, say, in DejaVu Sans) is written as its code point,
+    `U+0E27`, instead of an empty box and a warning per character."""
+    characters = _font_characters()
+    return [
+        "".join(c if ord(c) in characters else f"U+{ord(c):04X}" for c in str(token))
+        for token in tokens
+    ]
 
 
 def attention_maps(model, inputs):

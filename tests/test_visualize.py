@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -25,6 +26,23 @@ def test_one_panel_per_head_and_a_png(num_heads, tmp_path):
     assert [t.get_text() for t in panels[0].get_yticklabels()] == ["le", "chat", "noir"]
     np.testing.assert_allclose(panels[-1].images[0].get_array(), weights[-1])
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_characters_the_font_cannot_draw_become_code_points_without_a_warning(tmp_path):
+    # The multilingual dates hold Thai, which DejaVu Sans (matplotlib's own
+    # font) lacks; U+10FFFD (private use) is in no font at all.
+    thai, nowhere = "\u0e27\u0e31\u0e19", "\U0010fffd"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure = visualize.plot_attention(
+            np.full((2, 3), 1 / 3), ["été", nowhere], [*thai], path=tmp_path / "map.png"
+        )
+    panel = head_panels(figure)[0]
+    rows = [t.get_text() for t in panel.get_yticklabels()]
+    assert rows == ["été", "U+10FFFD"]
+    fonts = visualize._font_characters()
+    for label in [t.get_text() for t in panel.get_xticklabels()]:
+        assert all(ord(c) in fonts for c in label), label
 
 
 def test_every_layer_and_kind_of_a_transformer(tmp_path):
