@@ -8,11 +8,17 @@ Trained models come from the translate recipe: the RNN with Bahdanau
 attention (`--preset dates_bahdanau`) and the Transformer (the default), in
 `<runs-dir>/translate_bahdanau/` and `<runs-dir>/translate/`. The pictures
 go to `docs/figures/` (or `--output-dir`), named as the guide names them.
+The explorer's are screenshots of its page in Debian's Chromium
+(`apt-get install chromium`, or KERAS_ATTENTION_CHROMIUM naming a Chromium
+or Chrome binary), driven by Playwright.
 """
 
 import argparse
 import math
+import os
+import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import keras
@@ -24,6 +30,8 @@ from matplotlib.figure import Figure
 import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention import visualize
 from keras_attention.data.tokenizers import START_ID, CharacterTokenizer
+from keras_attention.explore import Explorer
+from keras_attention.explore.__main__ import make_server
 from keras_attention.layers import PositionalEncoding
 from keras_attention.layers._attention import masked_softmax
 from keras_attention.recipes import translate
@@ -34,6 +42,9 @@ FIGURES = (
     "positional_encoding.png",
     "encoder_self_attention.png",
     "multi_head_cross_attention.png",
+    "explorer_step_through.png",
+    "explorer_head_view.png",
+    "explorer_model_view.png",
 )
 EXAMPLE = "mercoledì 19 marzo 1975"  # a test-split date (Italian)
 QUICK_FLAGS = ["--train-examples", "512", "--test-examples", "8", "--epochs", "1"]
@@ -107,6 +118,46 @@ def positional_encoding_figure(path, length=64, depth=128):
     figure.savefig(path, dpi=100)
 
 
+def explorer_figures(run_dir, text, output_dir, step):
+    """Screenshots of the explorer on `run_dir` answering `text`: the
+    step-through at output token `step`, the head view of the last
+    cross-attention layer, and the model view."""
+    from playwright.sync_api import sync_playwright
+
+    browser_path = os.environ.get("KERAS_ATTENTION_CHROMIUM") or shutil.which("chromium")
+    if not browser_path:
+        raise SystemExit(
+            "The explorer's pictures need Chromium: apt-get install chromium, "
+            "or set KERAS_ATTENTION_CHROMIUM to a Chromium or Chrome binary"
+        )
+    server = make_server(Explorer(run_dir), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"]
+            )
+            page = browser.new_page(viewport={"width": 1100, "height": 700})
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+            page.fill("#text", text)
+            page.click("#go")
+            page.wait_for_function(
+                "document.querySelector('#status').textContent.startsWith('answered')"
+            )
+            page.focus("#step")
+            for _ in range(step):
+                page.keyboard.press("ArrowRight")
+            page.screenshot(path=str(output_dir / "explorer_step_through.png"), full_page=True)
+            page.click('#tabs button[data-view="heads"]')
+            page.screenshot(path=str(output_dir / "explorer_head_view.png"), full_page=True)
+            page.click('#tabs button[data-view="model"]')
+            page.screenshot(path=str(output_dir / "explorer_model_view.png"), full_page=True)
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def make_figures(output_dir, runs_dir, quick=False):
     """Writes every figure of `FIGURES` to `output_dir`; returns their paths."""
     output_dir = Path(output_dir)
@@ -141,6 +192,8 @@ def make_figures(output_dir, runs_dir, quick=False):
         f"Transformer decoder, last layer, 4 heads: {EXAMPLE} -> "
         f"{outputs['translation'][0].numpy().decode()}",
     )
+    # 1975-03-19: step 6 (from 0) writes the month's "3", which reads "marzo".
+    explorer_figures(transformer_run, EXAMPLE, output_dir, step=6)
     return [output_dir / name for name in FIGURES]
 
 
