@@ -140,10 +140,11 @@ def explorer_figures(run_dir, text, output_dir, step):
             page = browser.new_page(viewport={"width": 1100, "height": 700})
             page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
             page.fill("#text", text)
-            page.click("#go")
-            page.wait_for_function(
-                "document.querySelector('#status').textContent.startsWith('answered')"
-            )
+            for _ in range(2):  # the first answer compiles the model: show the second
+                page.click("#go")
+                page.wait_for_function(
+                    "document.querySelector('#status').textContent.startsWith('answered')"
+                )
             page.focus("#step")
             for _ in range(step):
                 page.keyboard.press("ArrowRight")

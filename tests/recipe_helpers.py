@@ -41,11 +41,30 @@ def free_ports(count):
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def attention_images(output_dir):
+    """The images the recipe logged to TensorBoard in `logs/attention`, as
+    `{tag: {step: decoded image [H, W, C]}}`."""
+    import tensorflow as tf
+
+    images = {}
+    for path in sorted((output_dir / "logs" / "attention").glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                assert value.metadata.plugin_data.plugin_name == "images", value.tag
+                width, height, png = tf.make_ndarray(value.tensor)  # TensorBoard's layout
+                assert png[:8] == PNG_MAGIC, value.tag
+                image = tf.io.decode_png(png).numpy()
+                assert image.shape[:2] == (int(height), int(width)), value.tag
+                images.setdefault(value.tag, {})[event.step] = image
+    return images
+
+
 def check_a_tiny_translate_run(output_dir, printed, decoding):
     """What a finished tiny translate run (`tiny_flags`, 24 test examples)
     leaves: its config, evaluation (by `decoding`), a model that reloads,
-    vocabularies, the attention map, TensorBoard logs, and a servable export
-    that translated as the model did. Returns the run's config."""
+    vocabularies, the attention map, TensorBoard logs with attention images
+    every epoch, and a servable export that translated as the model did.
+    Returns the run's config."""
     import json
 
     import keras
@@ -68,6 +87,12 @@ def check_a_tiny_translate_run(output_dir, printed, decoding):
     assert (output_dir / "source_vocabulary.txt").read_text().startswith("<pad>\n<s>\n")
     assert (output_dir / "attention.png").read_bytes()[:8] == PNG_MAGIC
     assert any((output_dir / "logs").rglob("events.out.tfevents.*"))
+    # Three validation examples' attention, drawn at the end of every epoch.
+    images = attention_images(output_dir)
+    assert sorted(images) == [f"attention/example_{i}" for i in range(3)]
+    for tag, by_epoch in images.items():
+        assert sorted(by_epoch) == list(range(1, config["epochs"] + 1)), tag
+        assert all(image.std() > 0 for image in by_epoch.values()), tag  # not blank
 
     # The run ends with a servable export that translates as the model did.
     version = output_dir / "serving" / "translate" / "1"

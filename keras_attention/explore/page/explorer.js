@@ -410,15 +410,17 @@
     drawLegend();
     const [queries, keys] = labels(state.kind);
     const heads = state.answer.attention[state.kind][state.layer];
-    const left = Math.max(...queries.map(textWidth), 40) + 20;
-    const right = Math.max(...keys.map(textWidth), 40) + 20;
+    const [rowName, columnName] = state.answer.axes[state.kind];
+    const [rowTitle, columnTitle] = [`${rowName} (queries)`, `${columnName} (keys)`];
+    // Wide enough for the longest token and for the column's title.
+    const left = Math.max(...queries.map(textWidth), textWidth(rowTitle), 40) + 20;
+    const right = Math.max(...keys.map(textWidth), textWidth(columnTitle), 40) + 20;
     const gap = 260, rowHeight = 20, top = 30;
     const width = left + gap + right;
     const height = top + rowHeight * Math.max(queries.length, keys.length) + 10;
     const root = svg("svg", { class: "heads", width, height, viewBox: `0 0 ${width} ${height}` });
-    const [rowName, columnName] = state.answer.axes[state.kind];
-    text(root, left - 10, 18, `${rowName} (queries)`, { "text-anchor": "end", fill: "#5b6475" });
-    text(root, left + gap + 10, 18, `${columnName} (keys)`, { fill: "#5b6475" });
+    text(root, left - 10, 18, rowTitle, { "text-anchor": "end", fill: "#5b6475" });
+    text(root, left + gap + 10, 18, columnTitle, { fill: "#5b6475" });
     const y = (i) => top + rowHeight * i + rowHeight / 2;
     const lines = svg("g", {}, root);
     heads.forEach((rows, h) => {
