@@ -175,6 +175,23 @@ def shard_by_data(dataset):
     return dataset.with_options(options)
 
 
+def refuse_several_processes():
+    """Several JAX processes deadlock in the recipes today: two on one host
+    (127.0.0.1, one CPU device each) trained their epoch, then process 0
+    waited in the first validation pass while process 1, having run out of
+    validation batches, waited in the model's save. Refused, rather than a
+    hang; one process per host, with all its devices, works."""
+    count = os.environ["KERAS_DISTRIBUTION_NUM_PROCESSES"]
+    if count.strip() != "1":
+        raise SystemExit(
+            f"error: KERAS_DISTRIBUTION_NUM_PROCESSES={count}: the recipes do not run "
+            "several JAX processes yet (their processes read different numbers of "
+            "validation batches and deadlock). Run one process with every device of "
+            "its host (--strategy data_parallel), or several hosts on TensorFlow "
+            "(--strategy multi_worker with TF_CONFIG)"
+        )
+
+
 class JaxStrategy(RunStrategy):
     """A JAX run's devices.
 
@@ -183,9 +200,9 @@ class JaxStrategy(RunStrategy):
     (the weights copied on each, every batch split between them), set for
     the whole run. When `KERAS_DISTRIBUTION_JOB_ADDRESSES` and
     `KERAS_DISTRIBUTION_NUM_PROCESSES` are set (a multi-host job, with
-    `KERAS_DISTRIBUTION_PROCESS_ID` per process), `keras.distribution.
-    initialize()` joins the processes first, and each process reads its
-    share of every batch.
+    `KERAS_DISTRIBUTION_PROCESS_ID` per process), more than one process is
+    refused for now (see `refuse_several_processes`); one is joined by
+    `keras.distribution.initialize()` as a multi-host job of one.
 
     The step always compiles (`jax.jit`), and the export, a TensorFlow
     SavedModel, is made from the saved `model.keras` by `python -m
@@ -199,6 +216,7 @@ class JaxStrategy(RunStrategy):
         distribution = None
         if name == "data_parallel":
             if all(os.environ.get(variable) for variable in MULTI_HOST_VARIABLES):
+                refuse_several_processes()
                 keras.distribution.initialize()
             distribution = keras.distribution.DataParallel()
             keras.distribution.set_distribution(distribution)

@@ -129,7 +129,9 @@ def recipe_error(arguments, env):
     return result.returncode, result.stderr
 
 
-def test_tensorflow_strategies_and_uneven_batches_are_refused_on_jax(tmp_path):
+def test_tensorflow_strategies_uneven_batches_and_several_processes_are_refused_on_jax(
+    tmp_path,
+):
     code, stderr = recipe_error(["--strategy", "mirrored", "--output-dir", str(tmp_path)], JAX)
     assert code == 2
     assert "--strategy mirrored is not for KERAS_BACKEND=jax; choose default or data_parallel" in (
@@ -139,6 +141,14 @@ def test_tensorflow_strategies_and_uneven_batches_are_refused_on_jax(tmp_path):
     code, stderr = recipe_error(arguments, TWO_HOST_DEVICES)
     assert code == 1
     assert "--batch-size 33 does not split evenly over the 2 devices of --strategy" in stderr
+    # Several processes deadlocked (see strategy.refuse_several_processes): refused.
+    several = {**JAX, "KERAS_DISTRIBUTION_JOB_ADDRESSES": "127.0.0.1:1"}
+    several.update(KERAS_DISTRIBUTION_NUM_PROCESSES="2", KERAS_DISTRIBUTION_PROCESS_ID="0")
+    code, stderr = recipe_error(
+        ["--strategy", "data_parallel", "--output-dir", str(tmp_path)], several
+    )
+    assert code == 1
+    assert "KERAS_DISTRIBUTION_NUM_PROCESSES=2: the recipes do not run several JAX" in stderr
 
 
 @pytest.mark.parametrize(
