@@ -45,6 +45,7 @@ FIGURES = (
     "explorer_step_through.png",
     "explorer_head_view.png",
     "explorer_model_view.png",
+    "explorer_heat_map.png",
 )
 EXAMPLE = "mercoledì 19 marzo 1975"  # a test-split date (Italian)
 QUICK_FLAGS = ["--train-examples", "512", "--test-examples", "8", "--epochs", "1"]
@@ -118,10 +119,11 @@ def positional_encoding_figure(path, length=64, depth=128):
     figure.savefig(path, dpi=100)
 
 
-def explorer_figures(run_dir, text, output_dir, step):
-    """Screenshots of the explorer on `run_dir` answering `text`: the
-    step-through at output token `step`, the head view of the last
-    cross-attention layer, and the model view."""
+def explorer_figures(run_dir, text, output_dir, step, column):
+    """Screenshots of the explorer on `run_dir` (a character run) answering
+    `text`: the step-through at output token `step`, the head view of the
+    last cross-attention layer, the model view, and the heat map with the
+    cursor on output token `step` and source character `column`."""
     from playwright.sync_api import sync_playwright
 
     browser_path = os.environ.get("KERAS_ATTENTION_CHROMIUM") or shutil.which("chromium")
@@ -145,6 +147,7 @@ def explorer_figures(run_dir, text, output_dir, step):
                 page.wait_for_function(
                     "document.querySelector('#status').textContent.startsWith('answered')"
                 )
+            rows = int(page.get_attribute("#step", "max")) + 1  # output tokens, </s> too
             page.focus("#step")
             for _ in range(step):
                 page.keyboard.press("ArrowRight")
@@ -153,6 +156,14 @@ def explorer_figures(run_dir, text, output_dir, step):
             page.screenshot(path=str(output_dir / "explorer_head_view.png"), full_page=True)
             page.click('#tabs button[data-view="model"]')
             page.screenshot(path=str(output_dir / "explorer_model_view.png"), full_page=True)
+            # The heat map, the cursor on output token `step` and source token `column`.
+            page.click('#tabs button[data-view="map"]')
+            box = page.locator("#view .heat").bounding_box()
+            page.mouse.move(  # a character run: one source token a character
+                box["x"] + box["width"] * (column + 0.5) / len(text),
+                box["y"] + box["height"] * (step + 0.5) / rows,
+            )
+            page.screenshot(path=str(output_dir / "explorer_heat_map.png"), full_page=True)
             browser.close()
     finally:
         server.shutdown()
@@ -194,7 +205,7 @@ def make_figures(output_dir, runs_dir, quick=False):
         f"{outputs['translation'][0].numpy().decode()}",
     )
     # 1975-03-19: step 6 (from 0) writes the month's "3", which reads "marzo".
-    explorer_figures(transformer_run, EXAMPLE, output_dir, step=6)
+    explorer_figures(transformer_run, EXAMPLE, output_dir, step=6, column=EXAMPLE.index("marzo"))
     return [output_dir / name for name in FIGURES]
 
 
