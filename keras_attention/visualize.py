@@ -49,10 +49,11 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
             f"Expected {query_length} query tokens and {key_length} key tokens for weights "
             f"of shape {weights.shape}. Received: {len(query_tokens)} and {len(key_tokens)}"
         )
+    query_labels, key_labels = drawable(query_tokens), drawable(key_tokens)
     columns = min(num_heads, 4 if key_length <= 12 else 2)  # keep pictures readable
     rows = math.ceil(num_heads / columns)
     cell = 0.35  # inches per token
-    label_width = 0.12 * max(len(t) for t in [*drawable(query_tokens), *drawable(key_tokens), "x"])
+    label_width = 0.12 * max(len(t) for t in [*query_labels, *key_labels, "x"])
     figure = Figure(
         figsize=(
             columns * (1.0 + label_width + cell * key_length) + 1.0,
@@ -68,8 +69,8 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
             figure.delaxes(ax)
             continue
         image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(key_length), labels=drawable(key_tokens), rotation=90)
-        ax.set_yticks(range(query_length), labels=drawable(query_tokens))
+        ax.set_xticks(range(key_length), labels=key_labels, rotation=90)
+        ax.set_yticks(range(query_length), labels=query_labels)
         ax.set_title(f"head {head}" if num_heads > 1 else "attention")
     figure.colorbar(image, ax=list(figure.axes), shrink=0.8, label="attention weight")
     if title:
