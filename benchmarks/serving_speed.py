@@ -8,10 +8,12 @@ Ours: the run's model exported for each beam size, once as a plain graph
 and once with its search compiled by XLA (`--jit-compile`), each loaded in
 this process as TF Serving loads it and called through `serving_default`.
 CTranslate2: the same weights written by `python -m keras_attention.export
-RUN --format ctranslate2` in float32 and int8, one thread
-(`intra_threads=1`: on a busy 2-core machine two threads' timings swing
-widely), its tokenisation in Python beside it (characters, or the run's
-SentencePiece model), as a CTranslate2 user would run it. Both decode to
+RUN --format ctranslate2` in float32 and int8, its tokenisation in
+Python beside it (characters, or the run's SentencePiece model), as a
+CTranslate2 user would run it. Both engines get the same threads
+(`--threads`, 1 by default: TensorFlow's intra- and inter-op pools, and
+CTranslate2's `intra_threads`); on a busy 2-core machine two threads'
+timings swing widely. Both decode to
 the run's `--max-length` with a length penalty of alpha 0.6, each its own
 kind (ours Wu et al.'s `((5 + length) / 6) ** alpha`, CTranslate2's
 `length ** alpha`): the same kind of search, not always the same answer.
@@ -98,7 +100,16 @@ def pieces_of(config, folder):
     return (lambda text: source.encode(text, out_type=str)), target.decode_pieces
 
 
-def run(run_dir, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32)):
+def use_threads(threads):
+    """TensorFlow's thread pools, before it runs anything: `threads` for
+    each op (intra) and between ops (inter), as TF Serving's
+    `--tensorflow_intra_op_parallelism` and `--tensorflow_inter_op_parallelism`
+    set them."""
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def run(run_dir, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32), threads=1):
     import ctranslate2
     import tensorflow_text  # noqa: F401  (a subword export's SentencePiece ops, as the server links them)
 
@@ -111,7 +122,7 @@ def run(run_dir, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32)):
         translators = {
             name: ctranslate2.Translator(
                 str(ctranslate2_model(run_dir, Path(folder) / name, quantization)),
-                intra_threads=1,
+                intra_threads=threads,
             )
             for name, quantization in (("float32", None), ("int8", "int8"))
         }
@@ -167,8 +178,12 @@ def main(argv=None):
     parser.add_argument("--smoke", action="store_true", help="a tiny run, a few sentences")
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="threads for each engine (default: %(default)s)"
+    )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
+    use_threads(args.threads)
     if args.smoke == (args.run_dir is not None):
         parser.error("give RUN_DIR or --smoke")
     with tempfile.TemporaryDirectory() as folder:
@@ -185,17 +200,18 @@ def main(argv=None):
                 ]
             )
         sentences = test_sources(run_dir, 32 if args.smoke else args.sentences)
-        rows = run(run_dir, sentences, 1 if args.smoke else args.repeats)
+        rows = run(run_dir, sentences, 1 if args.smoke else args.repeats, threads=args.threads)
     machine = measure.machine()
     print(report.describe(machine))
     report.print_table(
         f"sentences per second, text in and out ({len(sentences)} test sources; "
-        "CTranslate2 on one thread)",
+        f"{args.threads} thread(s) for each engine)",
         rows,
         COLUMNS,
     )
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+        results = {"machine": machine, "threads": args.threads, "rows": rows}
+        Path(args.json).write_text(json.dumps(results, indent=1))
     return rows
 
 

@@ -123,15 +123,18 @@ def sample(
     if not ops.is_tensor(top_p) and top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p!r}")
     seeds = _sequence_seeds(seed, ops.shape(inputs)[0])  # [B]
-    temperature = _per_sequence(temperature, "float32")
-    sampling = temperature > 0  # False (NaN too): greedy
 
-    def choose(logits, position):
+    def choose(logits, position, row_ids):
+        def own(value):  # an option given per sequence: the rows' own values
+            return ops.take(value, row_ids, axis=0) if ops.is_tensor(value) else value
+
+        temperatures = _per_sequence(own(temperature), "float32")
+        sampling = temperatures > 0  # False (NaN too): greedy
         # (Within [1e-6, 1e6], so the scaled logits stay finite.)
-        scaled = logits / ops.where(sampling, ops.clip(temperature, 1e-6, 1e6), 1.0)
-        filtered = filter_logits(scaled, top_k=top_k, top_p=top_p)
-        sampled = ops.argmax(filtered + gumbel_noise(seeds, position, ops.shape(logits)[-1]), -1)
-        return ops.where(sampling[:, 0], sampled, ops.argmax(logits, axis=-1))
+        scaled = logits / ops.where(sampling, ops.clip(temperatures, 1e-6, 1e6), 1.0)
+        filtered = filter_logits(scaled, top_k=own(top_k), top_p=own(top_p))
+        noise = gumbel_noise(own(seeds), position, ops.shape(logits)[-1])
+        return ops.where(sampling[:, 0], first_argmax(filtered + noise), first_argmax(logits))
 
     return _decode(model, inputs, max_length, start_id, end_id, use_cache, choose)
 
@@ -279,7 +282,6 @@ def _beam_search(
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     K = beam_size
     total_length = prompt_width + room
-    row_start = ops.arange(batch_size)[:, None]  # [B, 1]
 
     # Every batch item becomes K rows: [B * K, ...], beams of an item
     # adjacent. The encoder runs once per item; its K rows are copies.
@@ -287,45 +289,46 @@ def _beam_search(
     state = tree.map_structure(lambda x: ops.repeat(x, K, axis=0), state)
     live_tokens = ops.pad(ops.repeat(prompt, K, axis=0), [[0, 0], [0, room]])  # [B*K, L]
     prompt_length = _lengths(prompt)[:, None]  # [B, 1]
-    row_limit = row_limit if _is_scalar(row_limit) else row_limit[:, None]
-    end_length = prompt_length + row_limit  # [B, 1]: positions before it may be written
     # Only the first beam is live at the start, so the K beams differ.
     first_beam = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)  # [K]
-    live_log_probs = ops.zeros((batch_size, K)) + first_beam[None, :]
-    finished_tokens = ops.zeros((batch_size, K, total_length), "int32")
-    finished_scores = ops.full((batch_size, K), NEG_INF)
+    rows = {
+        "prompt_length": prompt_length,
+        # Positions before it may be written.
+        "end_length": prompt_length + (row_limit if _is_scalar(row_limit) else row_limit[:, None]),
+        "live_log_probs": ops.zeros((batch_size, K)) + first_beam[None, :],
+        "finished_tokens": ops.zeros((batch_size, K, total_length), "int32"),
+        "finished_scores": ops.full((batch_size, K), NEG_INF),
+    }
 
     def penalty(length):
         return _length_penalty(length, length_penalty)
 
-    def step(index, live_tokens, live_log_probs, finished_tokens, finished_scores, state):
-        logits, state = model.decoding_step(live_tokens, index, state)
-        vocabulary_size = ops.shape(logits)[-1]
-        step_log_probs = ops.reshape(
-            ops.log_softmax(_no_padding(logits)), (batch_size, K, vocabulary_size)
-        )
+    def step(index, rows, hypotheses, row_ids):
+        prompt_length, end_length = rows["prompt_length"], rows["end_length"]  # [B, 1]
+        live_tokens = hypotheses["live_tokens"]
+        logits, state = model.decoding_step(live_tokens, index, hypotheses["state"])
+        batch_size, vocabulary_size = ops.shape(prompt_length)[0], ops.shape(logits)[-1]
+        row_start = ops.arange(batch_size)[:, None]  # [B, 1]
+        logits = ops.reshape(_no_padding(logits), (batch_size, K, vocabulary_size))
         position = index + 1
         forced = position < prompt_length  # [B, 1]: still inside the prompt
         full = position >= end_length  # [B, 1]: no room left (a limit of 0)
         vocabulary = ops.arange(vocabulary_size)
         prompt_token = ops.reshape(ops.take(live_tokens, position, axis=1), (batch_size, K, 1))
         # A full row can only add padding, for free; a prompt position only
-        # its prompt token, for free.
+        # its prompt token, for free (log_softmax gives them 0, the rest NEG_INF).
         only_padding = ops.where(vocabulary == PAD_ID, 0.0, NEG_INF)
         only_prompt = ops.where(vocabulary == prompt_token, 0.0, NEG_INF)
-        step_log_probs = ops.where(full[..., None], only_padding, step_log_probs)
-        step_log_probs = ops.where(forced[..., None], only_prompt, step_log_probs)
-        candidates = ops.reshape(
-            live_log_probs[..., None] + step_log_probs, (batch_size, K * vocabulary_size)
-        )
+        logits = ops.where(full[..., None], only_padding, logits)
+        logits = ops.where(forced[..., None], only_prompt, logits)
 
         # The 2K best extensions: at most K of them end with the end token,
         # so at least K stay live.
-        log_probs, best = ops.top_k(candidates, 2 * K)  # [B, 2K]
+        log_probs, best = best_extensions(rows["live_log_probs"], logits, 2 * K)  # [B, 2K]
         beam, token = best // vocabulary_size, best % vocabulary_size
-        rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
+        source_rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
         tokens = ops.slice_update(
-            ops.take(live_tokens, rows, axis=0),
+            ops.take(live_tokens, source_rows, axis=0),
             (0, position),
             ops.cast(ops.reshape(token, (-1, 1)), live_tokens.dtype),
         )  # [B*2K, L]
@@ -335,10 +338,11 @@ def _beam_search(
         length = ops.minimum(position + 1, end_length) - prompt_length  # [B, 1]
         ending_scores = ops.where(ends, log_probs / penalty(length), NEG_INF)
         finished_scores, kept = ops.top_k(
-            ops.concatenate([finished_scores, ending_scores], axis=1), K
+            ops.concatenate([rows["finished_scores"], ending_scores], axis=1), K
         )  # [B, K], indices into [B, 3K]; ties keep the older
         every_finished = ops.concatenate(
-            [finished_tokens, ops.reshape(tokens, (batch_size, 2 * K, total_length))], axis=1
+            [rows["finished_tokens"], ops.reshape(tokens, (batch_size, 2 * K, total_length))],
+            axis=1,
         )
         finished_tokens = ops.take_along_axis(every_finished, kept[..., None], axis=1)
 
@@ -346,25 +350,34 @@ def _beam_search(
         live_log_probs, alive = ops.top_k(ops.where(ends, NEG_INF, log_probs), K)  # [B, K]
         live_tokens = ops.take(tokens, ops.reshape(alive + row_start * 2 * K, (-1,)), axis=0)
         source_rows = ops.reshape(ops.take_along_axis(beam, alive, axis=1) + row_start * K, (-1,))
-        state = _reorder(state, source_rows)
-        return index + 1, live_tokens, live_log_probs, finished_tokens, finished_scores, state
+        rows = rows | {
+            "live_log_probs": live_log_probs,
+            "finished_tokens": finished_tokens,
+            "finished_scores": finished_scores,
+        }
+        hypotheses = {"live_tokens": live_tokens, "state": _reorder(state, source_rows)}
+        return rows, hypotheses
 
-    def not_done(index, live_tokens, live_log_probs, finished_tokens, finished_scores, state):
+    def done(index, rows):
+        prompt_length, end_length = rows["prompt_length"], rows["end_length"]
         position = index + 1
         # A live hypothesis ends with between `shortest` and the row's limit
         # of generated tokens, and its log-probability can only fall: the
         # best it can score is its log-probability over the largest penalty.
         shortest = ops.maximum(position - prompt_length + 1, 1)
         largest_penalty = ops.maximum(penalty(shortest), penalty(end_length - prompt_length))
-        best_live = ops.max(live_log_probs, axis=1, keepdims=True) / largest_penalty
-        done = (finished_scores[:, :1] >= best_live) | (position >= end_length)
-        return (index < total_length - 1) & ~ops.all(done)
+        best_live = ops.max(rows["live_log_probs"], axis=1, keepdims=True) / largest_penalty
+        return ((rows["finished_scores"][:, :1] >= best_live) | (position >= end_length))[:, 0]
 
-    _, _, _, finished_tokens, finished_scores, _ = ops.while_loop(
-        not_done,
+    rows = _loop_while_rows_remain(
+        done,
         step,
-        (0, live_tokens, live_log_probs, finished_tokens, finished_scores, state),
+        rows,
+        {"live_tokens": live_tokens, "state": state},
+        last_index=total_length - 1,
+        group=K,
     )
+    finished_tokens, finished_scores = rows["finished_tokens"], rows["finished_scores"]
     if every:  # [B, K, L] and [B, K], best first
         return (finished_tokens if is_lm else finished_tokens[:, :, 1:]), finished_scores
     return _strip_start(finished_tokens[:, 0], is_lm), finished_scores[:, 0]
@@ -389,59 +402,169 @@ def _length_penalty(length, alpha):
     return ((5.0 + ops.cast(length, "float32")) / 6.0) ** alpha
 
 
+# Rows of a batch finish at different steps (in batches of 32 test sentences
+# of the English -> French run, the batch ran 2.5 to 3.8 times the row-steps
+# its sentences needed alone). The loop drops finished rows from the batch:
+# it runs on the whole batch until at most a quarter of the rows are
+# unfinished, then on a quarter of the batch, then on a sixteenth. Each size
+# is a loop of its own (static shapes, as XLA needs). Halving (2, 4, 8, 16)
+# was 11% faster at beam 4, batch 32, but took longer to compile, and XLA's
+# CPU compiler crashed on it in the JAX test run (`benchmarks/README.md`).
+SHRINK_FACTORS = (4, 16)
+
+
+def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
+    """The decoding loop, over fewer rows as rows finish.
+
+    Runs `rows, hypotheses = step(index, rows, hypotheses, row_ids)` for
+    index = 0, 1, ... while `index < last_index` and a row is not
+    `done(index, rows)` `[b]`. A row that is done keeps its values from
+    then on, so each row ends as it would in a batch of its own.
+
+    Args:
+        rows: a dict of tensors `[B, ...]`, one entry per batch item.
+        hypotheses: a structure of tensors `[B * group, ...]`: `group`
+            consecutive entries per batch item (a beam's K), such as the
+            decoder's state.
+        row_ids: (passed to `step`) int32 `[b]`, the batch item that each of
+            the current rows is (for options given per batch item).
+
+    Returns:
+        `rows` in the batch's order, each row as its last step left it.
+    """
+    batch_size = ops.shape(tree.flatten(rows)[0])[0]
+
+    def remaining(index, rows):
+        return ops.sum(ops.cast(~done(index, rows), "int32"))
+
+    def run_until(next_size, index, rows, hypotheses, row_ids):
+        """Steps while more than `next_size` rows are unfinished."""
+
+        def condition(index, rows, hypotheses):
+            return (index < last_index) & (remaining(index, rows) > next_size)
+
+        def body(index, rows, hypotheses):
+            new_rows, hypotheses = step(index, rows, hypotheses, row_ids)
+            # A row that is done keeps what it has, as it would alone.
+            finished = done(index, rows)
+            rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
+            return index + 1, rows, hypotheses
+
+        return ops.while_loop(condition, body, (index, rows, hypotheses))
+
+    def keep_unfinished(size, index, rows, hypotheses, row_ids):
+        """The unfinished rows (at most `size`), then finished ones to fill
+        a batch of `size`: those are copies, marked so."""
+        picked = ops.argsort(ops.cast(done(index, rows), "int32"))[:size]
+        entries = ops.reshape(picked[:, None] * group + ops.arange(group)[None, :], (-1,))
+        return (
+            {key: ops.take(x, picked, axis=0) for key, x in rows.items()},
+            tree.map_structure(lambda x: ops.take(x, entries, axis=0), hypotheses),
+            ops.take(row_ids, picked, axis=0),
+            ops.arange(size) >= remaining(index, rows),
+        )
+
+    def write(final, rows, row_ids, is_copy):
+        slots = ops.where(is_copy, batch_size, row_ids)[:, None]
+        return {key: ops.scatter_update(final[key], slots, rows[key]) for key in rows}
+
+    # Each row's final values, plus one row where the copies are written.
+    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in rows.items()}
+    index, row_ids = 0, ops.arange(batch_size, dtype="int32")
+    is_copy = ops.zeros((batch_size,), "bool")
+    for factor in SHRINK_FACTORS:
+        next_size = (batch_size + factor - 1) // factor
+        index, rows, hypotheses = run_until(next_size, index, rows, hypotheses, row_ids)
+        final = write(final, rows, row_ids, is_copy)
+        rows, hypotheses, row_ids, is_copy = keep_unfinished(
+            next_size, index, rows, hypotheses, row_ids
+        )
+    index, rows, hypotheses = run_until(0, index, rows, hypotheses, row_ids)
+    final = write(final, rows, row_ids, is_copy)
+    return {key: x[:-1] for key, x in final.items()}
+
+
+def _where_rows(condition, x, y):
+    """`x` in the rows where `condition` `[B]` holds, `y` in the others."""
+    return ops.where(ops.reshape(condition, (-1,) + (1,) * (len(x.shape) - 1)), x, y)
+
+
 # --- Shared by greedy search and sampling ---
 
 
 def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, length_penalty=None):
-    """The one-best loop: `choose(logits [B, V], position) -> ids [B]` picks
-    the token at each position. With a `length_penalty` it also returns each
-    sequence's log-probability over that penalty `[B]`, as beam search does."""
+    """The one-best loop: `choose(logits [b, V], position, row_ids [b]) ->
+    ids [b]` picks the token at each position (`row_ids`: which batch item
+    each row is). With a `length_penalty` it also returns each sequence's
+    log-probability over that penalty `[B]`, as beam search does."""
     room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     total_length = prompt_width + room
     state = model.decoding_start(inputs, total_length, use_cache=use_cache)
-    tokens = ops.pad(prompt, [[0, 0], [0, room]])  # [B, L]
     prompt_length = _lengths(prompt)  # [B]
-    end_length = prompt_length + row_limit  # [B]
-    finished = ops.zeros((batch_size,), "bool")
-    log_prob = ops.zeros((batch_size,))  # of the generated tokens, when scored
+    rows = {
+        "tokens": ops.pad(prompt, [[0, 0], [0, room]]),  # [B, L]
+        "prompt_length": prompt_length,
+        "end_length": prompt_length + row_limit,  # [B]
+        "finished": ops.zeros((batch_size,), "bool"),
+        "log_prob": ops.zeros((batch_size,)),  # of the generated tokens, when scored
+    }
 
-    def step(index, tokens, finished, log_prob, state):
+    def step(index, rows, state, row_ids):
+        tokens, prompt_length, end_length = (
+            rows["tokens"],
+            rows["prompt_length"],
+            rows["end_length"],
+        )
         logits, state = model.decoding_step(tokens, index, state)
         logits = _no_padding(logits)
         position = index + 1
         forced = position < prompt_length
-        frozen = finished | (position >= end_length)
-        chosen = ops.cast(choose(logits, position), tokens.dtype)
+        frozen = rows["finished"] | (position >= end_length)
+        chosen = ops.cast(choose(logits, position, row_ids), tokens.dtype)
         token = ops.where(
             forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
         )
+        log_prob = rows["log_prob"]
         if length_penalty is not None:
             token_log_prob = ops.take_along_axis(
                 ops.log_softmax(logits), ops.cast(token[:, None], "int32"), axis=1
             )[:, 0]
             log_prob = log_prob + ops.where(forced | frozen, 0.0, token_log_prob)
-        finished = frozen | ((token == end_id) & ~forced)
-        tokens = ops.slice_update(tokens, (0, position), token[:, None])
-        return index + 1, tokens, finished, log_prob, state
+        return rows | {
+            "tokens": ops.slice_update(tokens, (0, position), token[:, None]),
+            "finished": frozen | ((token == end_id) & ~forced),
+            "log_prob": log_prob,
+        }, state
 
-    def not_done(index, tokens, finished, log_prob, state):
-        frozen = finished | (index + 1 >= end_length)
-        return (index < total_length - 1) & ~ops.all(frozen)
+    def done(index, rows):
+        return rows["finished"] | (index + 1 >= rows["end_length"])
 
-    _, tokens, _, log_prob, _ = ops.while_loop(
-        not_done, step, (0, tokens, finished, log_prob, state)
-    )
+    rows = _loop_while_rows_remain(done, step, rows, state, last_index=total_length - 1)
+    tokens = rows["tokens"]
     if length_penalty is None:
         return _strip_start(tokens, is_lm)
     generated = _lengths(tokens) - prompt_length
-    return _strip_start(tokens, is_lm), log_prob / _length_penalty(generated, length_penalty)
+    return _strip_start(tokens, is_lm), rows["log_prob"] / _length_penalty(
+        generated, length_penalty
+    )
 
 
-def _most_likely(logits, position):
+def _most_likely(logits, position, row_ids):
     """Greedy search's choice: the most likely token `[B]`."""
-    return ops.argmax(logits, axis=-1)
+    return first_argmax(logits)
+
+
+def first_argmax(x):
+    """`ops.argmax(x, axis=-1)` (the first index of the largest value), as
+    two plain reductions: the largest value, then the smallest index that
+    holds it. XLA's CPU argmax (one reduction of value-index pairs) took
+    3.4x as long over `[128, 8000]` logits (`benchmarks/README.md`)."""
+    largest = ops.max(x, axis=-1, keepdims=True)
+    size = ops.shape(x)[-1]
+    first = ops.min(ops.where(x == largest, ops.arange(size, dtype="int32"), size), axis=-1)
+    return ops.minimum(first, size - 1)  # (all NaN: no index holds the largest)
 
 
 def _prompt(model, inputs, start_id):
@@ -487,3 +610,64 @@ def _limits(max_length):
         return max_length, max_length
     # (At least 1: the largest of an empty batch's limits is the smallest int.)
     return ops.maximum(ops.max(max_length), 1), ops.cast(max_length, "int32")
+
+
+def best_extensions(log_probs, logits, k, block_size=64):
+    """The k best extensions of K hypotheses by one token each: `ops.top_k`
+    over the `[B, K * V]` candidates `log_probs + log_softmax(logits)`,
+    the same values and indices (ties to the lower index), without making
+    them.
+
+    Args:
+        log_probs: `[B, K]`, each hypothesis's log-probability so far.
+        logits: `[B, K, V]`, the next token's logits for each hypothesis.
+        k: int, how many extensions to keep.
+        block_size: int, the vocabulary is read in blocks of this many.
+
+    Returns:
+        `(values [B, k], indices [B, k])`, best first; index `j * V + v`
+        extends hypothesis j with token v.
+
+    Beam search takes the 2K best of K x V extensions at every step. Made
+    whole and given to `top_k`, they cost more than the decoder step of the
+    `tiny` model on a CPU (`benchmarks/README.md`). Here the logits are read
+    twice (each block's largest, then the softmax's sum) and nothing of
+    their size is written: the k blocks with the best largest candidate are
+    found first, and the top k taken among their candidates alone. The k
+    best candidates lie in those blocks: one outside them is at most the
+    k-th best block's largest, and those k largest are k candidates at
+    least as good.
+    """
+    batch_size, K, V = ops.shape(logits)[0], ops.shape(logits)[1], logits.shape[2]
+    num_blocks = -(-V // block_size)
+    # Past the vocabulary's end: never chosen over a real token.
+    padded = ops.pad(
+        logits, [[0, 0], [0, 0], [0, num_blocks * block_size - V]], constant_values=-float("inf")
+    )
+    blocks = ops.reshape(padded, (batch_size, K, num_blocks, block_size))
+    block_largest = ops.max(blocks, axis=-1)  # [B, K, blocks]
+    largest = ops.max(block_largest, axis=-1, keepdims=True)  # [B, K, 1]
+    log_sum = ops.log(ops.sum(ops.exp(logits - largest), axis=-1, keepdims=True))  # [B, K, 1]
+
+    def score(x, beam_largest, beam_log_sum, beam_log_probs):
+        """log_softmax, as XLA computes it, plus the hypothesis's log-probability."""
+        return ((x - beam_largest) - beam_log_sum) + beam_log_probs
+
+    if ops.is_tensor(k) or num_blocks <= 2 * k:  # few blocks (or a beam size in a tensor)
+        candidates = score(logits, largest, log_sum, log_probs[..., None])
+        return ops.top_k(ops.reshape(candidates, (batch_size, K * V)), k)
+    block_scores = score(block_largest, largest, log_sum, log_probs[..., None])
+    _, picked = ops.top_k(ops.reshape(block_scores, (batch_size, K * num_blocks)), k)
+    picked = ops.sort(picked, axis=-1)  # in index order, so ties go to the lower index
+    beam, block = picked // num_blocks, picked % num_blocks  # [B, k]
+    flat_blocks = ops.reshape(blocks, (batch_size, K * num_blocks, block_size))
+    chosen = ops.take_along_axis(flat_blocks, picked[..., None], axis=1)  # [B, k, block]
+
+    def of_beam(x):  # [B, K, 1] -> each chosen block's [B, k, 1]
+        return ops.take_along_axis(x[..., 0], beam, axis=1)[..., None]
+
+    candidates = score(chosen, of_beam(largest), of_beam(log_sum), of_beam(log_probs[..., None]))
+    values, within = ops.top_k(ops.reshape(candidates, (batch_size, k * block_size)), k)
+    at = within // block_size
+    token = ops.take_along_axis(block, at, axis=1) * block_size + within % block_size
+    return values, ops.take_along_axis(beam, at, axis=1) * V + token

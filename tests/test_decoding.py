@@ -123,6 +123,76 @@ def test_each_row_may_have_its_own_max_length(name, method):
         assert np.all(batch[row, len(alone) :] == 0)
 
 
+class RowCounting:
+    """A model that records how many batch items each decoding step runs
+    on (`token_ids` has `group` rows per item: a beam's K)."""
+
+    def __init__(self, model, group):
+        self.model, self.group, self.batch_sizes = model, group, []
+        self.is_decoder_only = model.is_decoder_only
+
+    def decoding_start(self, *args, **kwargs):
+        return self.model.decoding_start(*args, **kwargs)
+
+    def decoding_step(self, token_ids, index, state):
+        size = token_ids.shape[0] // self.group
+        if size not in self.batch_sizes:
+            self.batch_sizes.append(size)
+        return self.model.decoding_step(token_ids, index, state)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
+def test_finished_rows_leave_the_batch_and_each_row_decodes_as_alone(method):
+    """17 rows with limits 1 ... 17 finish at different steps: the loop runs
+    on all 17 until at most a quarter are left, then on 5 (17 / 4, rounded
+    up), then on 2 (17 / 16). Each row's tokens are those it gets alone,
+    per-row options (temperatures, seeds) included; and beam search on
+    TensorFlow gives the same in an XLA graph taking any batch size, as the
+    compiled export runs it."""
+    model = make_model("transformer")
+    rng = np.random.default_rng(0)
+    source = rng.integers(3, 20, (17, 4)).astype("int32")
+    limits = rng.permutation(np.arange(1, 18)).astype("int32")
+    temperatures = rng.choice([0.0, 0.5, 2.0], 17).astype("float32")
+    seeds = np.arange(17, dtype="int32")
+
+    def run(model, x, limits, temperatures, seeds):
+        if method == "greedy":
+            return decoding.greedy_search(model, x, limits)
+        if method == "beam":
+            return decoding.beam_search(model, x, limits, beam_size=2)[0]
+        return decoding.sample(model, x, limits, temperature=temperatures, seed=seeds)
+
+    counting = RowCounting(model, group=2 if method == "beam" else 1)
+    options = [ops.convert_to_tensor(x) for x in (limits, temperatures, seeds)]
+    eager = to_numpy(run(counting, source, *options))
+    assert counting.batch_sizes == [17, 5, 2]
+    if keras.backend.backend() == "tensorflow" and method == "beam":
+        spec = [tf.TensorSpec([None, 4], tf.int32), tf.TensorSpec([None], tf.int32)]
+        spec += [tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32)]
+        batch = to_numpy(
+            compiled(lambda *args: run(model, *args), input_signature=spec, jit_compile=True)(
+                source, limits, temperatures, seeds
+            )
+        )
+        np.testing.assert_array_equal(batch, eager)
+
+    # On TensorFlow traced once for every row (eagerly, each op is dispatched
+    # on its own); on JAX as it is (under `jax.jit` the buffer's size, the
+    # largest limit, must be known).
+    def alone_run(*args):
+        return run(model, *args)
+
+    if keras.backend.backend() == "tensorflow":
+        alone_run = tf.function(alone_run)
+    for row in range(17):
+        alone = to_numpy(
+            alone_run(source[row : row + 1], *[option[row : row + 1] for option in options])
+        )[0]
+        np.testing.assert_array_equal(eager[row, : len(alone)], alone)
+        assert np.all(eager[row, len(alone) :] == 0)
+
+
 @pytest.mark.parametrize("name", ["transformer", "seq2seq_bahdanau_gru", "lm"])
 def test_graph_and_xla_give_the_eager_tokens(name):
     model, inputs = make_model(name), inputs_for(name)
@@ -137,6 +207,72 @@ def test_graph_and_xla_give_the_eager_tokens(name):
     )
     np.testing.assert_array_equal(to_numpy(greedy_xla(inputs)), eager)
     np.testing.assert_array_equal(to_numpy(beam_graph(inputs)), beam)
+
+
+def every_extension(log_probs, logits, k):
+    """`decoding.best_extensions` the plain way: every candidate made, then
+    `top_k` over all of them."""
+    largest = ops.max(logits, axis=-1, keepdims=True)
+    log_sum = ops.log(ops.sum(ops.exp(logits - largest), axis=-1, keepdims=True))
+    candidates = ((logits - largest) - log_sum) + log_probs[..., None]
+    batch_size, beams, vocabulary_size = logits.shape
+    return ops.top_k(ops.reshape(candidates, (batch_size, beams * vocabulary_size)), k)
+
+
+@settings(max_examples=examples(40), deadline=None, derandomize=True)
+@given(
+    batch_size=st.integers(0, 3),
+    beams=st.integers(1, 4),
+    vocabulary_size=st.integers(1, 300),
+    k=st.integers(1, 8),
+    ties=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_best_extensions_equal_top_k_over_every_extension(
+    batch_size, beams, vocabulary_size, k, ties, seed
+):
+    """The same values and indices as `top_k` over every candidate, ties to
+    the lower index, whatever the vocabulary's size (not a multiple of the
+    block), with many equal logits and masked (NEG_INF) ones; and
+    `first_argmax` is `np.argmax`."""
+    rng = np.random.default_rng(seed)
+    k = min(k, beams * vocabulary_size)
+    logits = rng.normal(size=(batch_size, beams, vocabulary_size)).astype("float32")
+    log_probs = rng.normal(size=(batch_size, beams)).astype("float32")
+    if ties:
+        logits = np.round(logits)
+        logits[..., rng.integers(0, vocabulary_size, vocabulary_size // 3)] = -1e9
+        log_probs[:, 1:] = log_probs[:, :1]
+    blocks = compiled(
+        lambda p, x: decoding.best_extensions(p, x, k, block_size=4), jit_compile=True
+    )
+    plain = compiled(lambda p, x: every_extension(p, x, k), jit_compile=True)
+    values, indices = blocks(log_probs, logits)
+    expected_values, expected_indices = plain(log_probs, logits)
+    np.testing.assert_array_equal(to_numpy(values), to_numpy(expected_values))
+    np.testing.assert_array_equal(to_numpy(indices), to_numpy(expected_indices))
+    if batch_size:
+        flat = logits.reshape(-1, vocabulary_size)
+        first = compiled(decoding.first_argmax, jit_compile=True)
+        np.testing.assert_array_equal(to_numpy(first(flat)), np.argmax(flat, axis=-1))
+
+
+def test_beam_search_over_blocks_finds_what_top_k_over_all_finds(monkeypatch):
+    """With a vocabulary of many blocks, beam search returns the tokens and
+    scores that a plain `top_k` over every candidate gives."""
+    keras.utils.set_random_seed(3)
+    model = build_transformer(700)
+    source = np.array([[5, 600, 7, 0], [8, 9, 650, 11]], "int32")
+    search = lambda: decoding.beam_search(model, source, 7, beam_size=3)  # noqa: E731
+    tokens, scores = search()
+    if keras.backend.backend() == "tensorflow":
+        # A beam size given as a tensor, as the exports' per-request options.
+        in_graph = tf.function(lambda x, k: decoding.beam_search(model, x, 7, beam_size=k)[0])
+        np.testing.assert_array_equal(to_numpy(in_graph(source, tf.constant(3))), tokens)
+    monkeypatch.setattr(decoding, "best_extensions", every_extension)
+    expected_tokens, expected_scores = search()
+    np.testing.assert_array_equal(to_numpy(tokens), to_numpy(expected_tokens))
+    np.testing.assert_array_equal(to_numpy(scores), to_numpy(expected_scores))
 
 
 def test_lm_keeps_the_prompt_and_continues_it():
