@@ -472,8 +472,7 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
     final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in rows.items()}
     index, row_ids = 0, ops.arange(batch_size, dtype="int32")
     is_copy = ops.zeros((batch_size,), "bool")
-    for factor in SHRINK_FACTORS:
-        next_size = (batch_size + factor - 1) // factor
+    for next_size in _shrunk_sizes(batch_size):
         index, rows, hypotheses = run_until(next_size, index, rows, hypotheses, row_ids)
         final = write(final, rows, row_ids, is_copy)
         rows, hypotheses, row_ids, is_copy = keep_unfinished(
@@ -482,6 +481,20 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
     index, rows, hypotheses = run_until(0, index, rows, hypotheses, row_ids)
     final = write(final, rows, row_ids, is_copy)
     return {key: x[:-1] for key, x in final.items()}
+
+
+def _shrunk_sizes(batch_size):
+    """The smaller batch sizes the loop moves to: a quarter, a sixteenth.
+    When the batch size is known and a size would be no smaller than the
+    one before (a batch of 4 rows or fewer: 1, then 1 again), that loop is
+    left out: it would never run a step."""
+    sizes = []
+    for factor in SHRINK_FACTORS:
+        size = (batch_size + factor - 1) // factor
+        if isinstance(size, int) and size >= (sizes[-1] if sizes else batch_size):
+            continue
+        sizes.append(size)
+    return sizes
 
 
 def _where_rows(condition, x, y):
