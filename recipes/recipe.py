@@ -115,7 +115,7 @@ def batching(config, compiles, train_examples=0, epoch=0):
     arguments = dict(
         batch_size=config.batch_size,
         max_length=config.max_length,
-        pad_to_max_length=compiles,  # one shape: the step compiles once
+        bucket_shapes=compiles,  # a few shapes: the step compiles a few times
     )
     if train_examples:
         arguments.update(

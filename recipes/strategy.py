@@ -85,7 +85,8 @@ class RunStrategy:
 
     def compiles(self, jit_compile):
         """Whether the train step is compiled by XLA, given `--jit-compile`
-        (then every batch is padded to one shape, so it compiles once)."""
+        (then every batch is padded to one of a few widths, so it compiles
+        a few times)."""
         raise NotImplementedError
 
     def compile_decoding(self, model, search, max_length):

@@ -183,9 +183,12 @@ def test_finished_rows_leave_the_batch_and_each_row_decodes_as_alone(method):
     def alone_run(*args):
         return run(model, *args)
 
+    checked = range(17)
     if keras.backend.backend() == "tensorflow":
         alone_run = tf.function(alone_run)
-    for row in range(17):
+    else:  # each alone run compiles anew: the rows on either side of each shrink
+        checked = [list(limits).index(limit) for limit in (1, 12, 13, 15, 16, 17)]
+    for row in checked:
         alone = to_numpy(
             alone_run(source[row : row + 1], *[option[row : row + 1] for option in options])
         )[0]

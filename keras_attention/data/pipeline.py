@@ -6,9 +6,13 @@ pipeline with an error that says so), `shuffle_buffer` (0: no shuffling)
 with its `seed` (one order, the same every time the dataset is read: Keras
 on JAX reads a training set once to build the model and again to train,
 and a resumed run must see the batches the stopped one would have; a new
-order needs a new seed), `drop_remainder`, and `pad_to_max_length` (one shape for
-every batch, so XLA compiles the step once; otherwise batches group
-sequences of similar length and pad only to the longest).
+order needs a new seed), `drop_remainder`, and `bucket_shapes`. Batches
+group sequences of similar length. Without `bucket_shapes` each batch is
+padded to its longest sequence: any width. With it, each width is padded
+further, to the next of a few lengths (`length_buckets`: 8, 16, 32, ...,
+`max_length`), so a compiled step (XLA, `jax.jit`) compiles once per
+width it sees, a few times in all, and never runs on more padding than
+that.
 """
 
 import tensorflow as tf
@@ -103,25 +107,46 @@ def _batches(
     shuffle_buffer=0,
     seed=0,
     drop_remainder=False,
-    pad_to_max_length=False,
+    bucket_shapes=False,
 ):
     """Shuffles, encodes, batches and pads (see the module docstring)."""
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
     dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    if pad_to_max_length:
-        shapes = tf.nest.map_structure(
-            lambda spec: [max_length] * spec.shape.rank, dataset.element_spec
-        )
-        batched = dataset.padded_batch(
-            batch_size, padded_shapes=shapes, drop_remainder=drop_remainder
-        )
-    else:
-        boundaries = [b for b in (8, 16, 32, 64, 128, 256) if b < max_length]
-        batched = dataset.bucket_by_sequence_length(
-            element_length_func=length,
-            bucket_boundaries=boundaries,
-            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-            drop_remainder=drop_remainder,
+    buckets = length_buckets(max_length)
+    batched = dataset.bucket_by_sequence_length(
+        element_length_func=length,
+        bucket_boundaries=buckets[:-1],
+        bucket_batch_sizes=[batch_size] * len(buckets),
+        drop_remainder=drop_remainder,
+    )
+    if bucket_shapes:
+        batched = batched.map(
+            lambda *batch: tf.nest.map_structure(lambda x: pad_to_bucket(x, buckets), batch)
         )
     return batched.prefetch(tf.data.AUTOTUNE)
+
+
+def length_buckets(limit, shortest=8):
+    """A few lengths to pad to: powers of two from `shortest`, then `limit`
+    (the longest a sequence may be)."""
+    lengths = []
+    while shortest < limit:
+        lengths.append(shortest)
+        shortest *= 2
+    return [*lengths, limit]
+
+
+def pad_to_bucket(x, buckets):
+    """Pads `x` `[B, T, ...]` with 0 (padding) along T to the first bucket
+    length >= T. A compiled program (XLA, `jax.jit`) compiles anew for every
+    shape (seconds): a few lengths cover every batch, and padding changes
+    nothing at the real positions. An empty sequence (T = 0) stays empty;
+    `[B]` (a classifier's labels) is left as it is."""
+    if x.shape.rank < 2:
+        return x
+    width = tf.shape(x)[1]
+    sizes = tf.constant(buckets, tf.int32)
+    bucket = tf.reduce_min(tf.where(sizes >= width, sizes, sizes[-1]))
+    padding = tf.where(width > 0, bucket - width, 0)
+    return tf.pad(x, [[0, 0], [0, padding]] + [[0, 0]] * (x.shape.rank - 2))

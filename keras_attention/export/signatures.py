@@ -27,6 +27,7 @@ every sampling option has a meaning for every value (see
 import tensorflow as tf
 
 from keras_attention import decoding
+from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import PAD_ID, START_ID, token_ids
 
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for
@@ -114,28 +115,6 @@ class Server(tf.Module):
                 **{option: [value] * len(texts) for option, value in options.items()},
             }
         return requests
-
-
-def length_buckets(limit, shortest=8):
-    """The source lengths an XLA-compiled search is padded to: powers of two
-    from `shortest`, then `limit` (the longest a source may be)."""
-    lengths = []
-    while shortest < limit:
-        lengths.append(shortest)
-        shortest *= 2
-    return [*lengths, limit]
-
-
-def pad_to_bucket(ids, buckets):
-    """Pads `[B, S]` ids with 0 (padding) to the first bucket length >= S.
-
-    Under XLA every input shape compiles anew (seconds): a few lengths cover
-    every request, and padding changes nothing at the real positions. An
-    empty source (S = 0) stays empty."""
-    length = tf.shape(ids)[1]
-    sizes = tf.constant(buckets, tf.int32)
-    bucket = tf.reduce_min(tf.where(sizes >= length, sizes, sizes[-1]))
-    return tf.pad(ids, [[0, 0], [0, tf.where(length > 0, bucket - length, 0)]])
 
 
 class TranslationServer(Server):

@@ -1,11 +1,15 @@
-"""Sequences longer than max_length: truncated, or refused in strict mode."""
+"""Sequences longer than max_length: truncated, or refused in strict mode;
+batches of a few widths for a compiled step."""
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_attention.data.pipeline import (
     classification_batches,
     language_model_batches,
+    length_buckets,
+    pad_to_bucket,
     translation_batches,
 )
 from keras_attention.data.tokenizers import END_ID, START_ID, CharacterTokenizer
@@ -80,3 +84,49 @@ def test_a_shuffled_dataset_has_one_order_whenever_it_is_read(pack):
     read_twice = [[b[0].numpy().tolist() for b in batches] for _ in range(2)]
     assert read_twice == [first, first]
     assert order(seed=2) != first
+
+
+def test_sequences_are_padded_to_a_few_lengths():
+    assert length_buckets(40) == [8, 16, 32, 40]
+    assert length_buckets(8) == [8] and length_buckets(5) == [5]
+    for length, bucket in ((0, 0), (1, 8), (8, 8), (9, 16), (33, 40), (40, 40)):
+        ids = tf.ones([2, length], tf.int32)
+        padded = pad_to_bucket(ids, length_buckets(40)).numpy()
+        assert padded.shape == (2, bucket)
+        assert (padded[:, :length] == 1).all() and (padded[:, length:] == 0).all()
+    labels = tf.constant([1, 0])  # a classifier's: left as they are
+    assert pad_to_bucket(labels, [8]) is labels
+
+
+@pytest.mark.parametrize("make", ["translation", "classification", "language_model"])
+def test_bucket_shapes_give_the_same_batches_in_a_few_widths(make):
+    """With `bucket_shapes` (a compiled step) every batch is the batch it
+    would be without, padded with 0 to a width of `length_buckets`."""
+    rng = np.random.default_rng(0)
+    texts = ["".join(rng.choice(list("abcdefgh"), rng.integers(1, 40))) for _ in range(64)]
+    data = {
+        "translation": lambda **b: translation_batches(
+            pairs(*zip(texts, texts[::-1], strict=True)), TOKENIZER, TOKENIZER, **b
+        ),
+        "classification": lambda **b: classification_batches(
+            pairs(*zip(texts, [i % 2 for i in range(64)], strict=True)), TOKENIZER, **b
+        ),
+        "language_model": lambda **b: language_model_batches(
+            tf.data.Dataset.from_tensor_slices(texts), TOKENIZER, **b
+        ),
+    }[make]
+    arguments = dict(batch_size=4, max_length=40, shuffle_buffer=64, seed=3)
+    plain = [tf.nest.flatten(batch) for batch in data(**arguments)]
+    bucketed = [tf.nest.flatten(batch) for batch in data(bucket_shapes=True, **arguments)]
+    assert len(plain) == len(bucketed) > 8
+    widths = set()
+    for plain_batch, bucketed_batch in zip(plain, bucketed, strict=True):
+        for x, y in zip(plain_batch, bucketed_batch, strict=True):
+            x, y = x.numpy(), y.numpy()
+            if x.ndim == 2:
+                widths.add(y.shape[1])
+                assert y.shape[1] == min(b for b in length_buckets(40) if b >= x.shape[1])
+                assert (y[:, x.shape[1] :] == 0).all()
+                y = y[:, : x.shape[1]]
+            np.testing.assert_array_equal(x, y)
+    assert widths <= {8, 16, 32, 40} and len(widths) > 1

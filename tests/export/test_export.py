@@ -158,18 +158,6 @@ def test_the_xla_export_answers_as_the_plain_one(exports, served):
     assert metadata["jit_compile"] is True
 
 
-def test_xla_sources_are_padded_to_a_few_lengths():
-    from keras_attention.export.signatures import length_buckets, pad_to_bucket
-
-    assert length_buckets(40) == [8, 16, 32, 40]
-    assert length_buckets(8) == [8] and length_buckets(5) == [5]
-    for length, bucket in ((0, 0), (1, 8), (8, 8), (9, 16), (33, 40), (40, 40)):
-        ids = tf.ones([2, length], tf.int32)
-        padded = pad_to_bucket(ids, length_buckets(40)).numpy()
-        assert padded.shape == (2, bucket)
-        assert (padded[:, :length] == 1).all() and (padded[:, length:] == 0).all()
-
-
 def test_each_row_gets_its_own_options(exports, served):
     """Rows that ask for different beam sizes and lengths in one request get
     what each would get alone."""
