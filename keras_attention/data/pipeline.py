@@ -8,11 +8,12 @@ on JAX reads a training set once to build the model and again to train,
 and a resumed run must see the batches the stopped one would have; a new
 order needs a new seed), `drop_remainder`, and `bucket_shapes`. Batches
 group sequences of similar length. Without `bucket_shapes` each batch is
-padded to its longest sequence: any width. With it, each width is padded
-further, to the next of a few lengths (`length_buckets`: 8, 16, 32, ...,
-`max_length`), so a compiled step (XLA, `jax.jit`) compiles once per
-width it sees, a few times in all, and never runs on more padding than
-that.
+padded to its longest sequence: any width. With it, for a compiled step
+(XLA, `jax.jit`), which compiles anew for every shape: full batches
+(`drop_remainder`, for training) are padded further, to the next of a few
+lengths (`length_buckets`: 8, 16, 32, ..., `max_length`), so the step
+compiles a few times and never runs on more padding than that; batches
+that keep every example (evaluation) are padded to `max_length`, in order.
 """
 
 import tensorflow as tf
@@ -113,6 +114,13 @@ def _batches(
     if shuffle_buffer:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
     dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if bucket_shapes and not drop_remainder:
+        # Every example kept (evaluation): in order, one width. Buckets
+        # would each end with a smaller batch, a compile of its own.
+        shapes = tf.nest.map_structure(
+            lambda spec: [max_length] * spec.shape.rank, dataset.element_spec
+        )
+        return dataset.padded_batch(batch_size, padded_shapes=shapes).prefetch(tf.data.AUTOTUNE)
     buckets = length_buckets(max_length)
     batched = dataset.bucket_by_sequence_length(
         element_length_func=length,

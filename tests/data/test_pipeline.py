@@ -100,8 +100,10 @@ def test_sequences_are_padded_to_a_few_lengths():
 
 @pytest.mark.parametrize("make", ["translation", "classification", "language_model"])
 def test_bucket_shapes_give_the_same_batches_in_a_few_widths(make):
-    """With `bucket_shapes` (a compiled step) every batch is the batch it
-    would be without, padded with 0 to a width of `length_buckets`."""
+    """With `bucket_shapes` (a compiled step) every training batch is the
+    batch it would be without, padded with 0 to a width of
+    `length_buckets`; evaluation batches keep every example, in order,
+    padded to `max_length`."""
     rng = np.random.default_rng(0)
     texts = ["".join(rng.choice(list("abcdefgh"), rng.integers(1, 40))) for _ in range(64)]
     data = {
@@ -115,7 +117,7 @@ def test_bucket_shapes_give_the_same_batches_in_a_few_widths(make):
             tf.data.Dataset.from_tensor_slices(texts), TOKENIZER, **b
         ),
     }[make]
-    arguments = dict(batch_size=4, max_length=40, shuffle_buffer=64, seed=3)
+    arguments = dict(batch_size=4, max_length=40, shuffle_buffer=64, seed=3, drop_remainder=True)
     plain = [tf.nest.flatten(batch) for batch in data(**arguments)]
     bucketed = [tf.nest.flatten(batch) for batch in data(bucket_shapes=True, **arguments)]
     assert len(plain) == len(bucketed) > 8
@@ -130,3 +132,18 @@ def test_bucket_shapes_give_the_same_batches_in_a_few_widths(make):
                 y = y[:, : x.shape[1]]
             np.testing.assert_array_equal(x, y)
     assert widths <= {8, 16, 32, 40} and len(widths) > 1
+
+    # Batches of one keep the examples' order, each at its own width.
+    alone = [tf.nest.flatten(batch) for batch in data(batch_size=1, max_length=40)]
+    padded = [
+        tf.nest.flatten(batch) for batch in data(batch_size=5, max_length=40, bucket_shapes=True)
+    ]
+    assert [len(batch[0]) for batch in padded] == [5] * 12 + [4]
+    for part, part_alone in zip(zip(*padded, strict=True), zip(*alone, strict=True), strict=True):
+        rows = np.concatenate([x.numpy() for x in part])
+        for row, x in zip(rows, part_alone, strict=True):
+            x = x.numpy()[0]
+            if x.ndim:
+                assert row.shape == (40,) and (row[len(x) :] == 0).all()
+                row = row[: len(x)]
+            np.testing.assert_array_equal(row, x)
