@@ -118,6 +118,12 @@ class TrainingConfig:
     jit_compile: bool = flag(
         False, "compile the train step with XLA (on JAX it always is: jax.jit)"
     )
+    join_timeout: int = flag(
+        300,
+        "JAX, several processes: seconds a process waits for the others to join, "
+        "or for one that stopped answering, before it stops with an error",
+        positive=True,
+    )
     checkpoint_every: int = flag(500, "steps between checkpoints (resume points)", positive=True)
     seed: int = flag(0, "seed of weights, shuffling, dropout and sampling")
     deterministic: bool = flag(

@@ -19,7 +19,7 @@ from keras_attention.recipes import resume
 from keras_attention.recipes.attention_images import AttentionImages, watched_examples
 from keras_attention.recipes.choices import epochs_for, vocabulary_size_for
 from keras_attention.recipes.config import PRECISIONS, TrainingConfig
-from keras_attention.recipes.strategy import make_strategy
+from keras_attention.recipes.strategy import make_strategy, saving_alone
 from keras_attention.run_files import RunFiles
 from keras_attention.utils import check_choice
 
@@ -45,16 +45,15 @@ def start_run(config):
     """Seeds, precision and strategy (made before anything else touches
     TensorFlow's devices), the run's folder, and its resolved config.
 
-    Returns `(strategy, output_dir)`. Workers other than the chief write
-    under `output_dir/.workerN/`, beside, not over, the chief's files.
+    Returns `(strategy, output_dir)`, the folder this process writes in:
+    processes other than the chief write apart from the chief's files
+    (`RunStrategy.files_folder`).
     """
     keras.utils.set_random_seed(config.seed)
     set_op_determinism(config.deterministic)
     set_precision(config.precision)
-    strategy = make_strategy(config.strategy, config.batch_size)
-    output_dir = Path(config.output_dir)
-    if not strategy.is_chief:
-        output_dir = output_dir / f".worker{strategy.worker_index}"
+    strategy = make_strategy(config.strategy, config.batch_size, config.join_timeout)
+    output_dir = strategy.files_folder(config.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(RunFiles(output_dir).config, dataclasses.asdict(config))
     return strategy, output_dir
@@ -388,7 +387,9 @@ class Recipe:
             model.compile(
                 optimizer=make_optimizer(config, model.model_dim),
                 loss=loss,
-                metrics=metrics,
+                # Weighted: a batch filled with empty rows weighs them 0
+                # (`strategy.fill_and_share`); unweighted batches count alike.
+                weighted_metrics=metrics,
                 jit_compile=strategy.compiles(config.jit_compile),
             )
         print(
@@ -407,7 +408,11 @@ class Recipe:
         results = {**evaluation.results, "training_seconds": round(training_seconds, 1)}
         print(f"(trained in {training_seconds:.0f} s)")
         write_json(files.evaluation, results)
-        model.save(files.model)
+        if not strategy.saves:
+            print(f"Process {strategy.worker_index}: done; process 0 writes the run's files.")
+            return results
+        with saving_alone():
+            model.save(files.model)
         export_path = self.export(model, output_dir, data) if config.export else None
         picture = self.draw(model, output_dir, data, evaluation, export_path)
         if export_path is None:

@@ -28,6 +28,7 @@ import keras
 import numpy as np
 
 from keras_attention.files import write_folder_atomically
+from keras_attention.recipes.strategy import saving_alone
 
 POSITION_FILE = "position.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -83,7 +84,8 @@ class Checkpoints:
 
         # The same step again (a rerun) replaces the old one whole.
         final = self.directory / f"epoch-{position.epoch:05d}-step-{position.step:07d}"
-        write_folder_atomically(final, write, replace=True)
+        with saving_alone():
+            write_folder_atomically(final, write, replace=True)
         for old in self.saved()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -7,11 +7,15 @@ the replicas, whether the step compiles, how the run is exported), so the
 backends differ here and nowhere else in the recipes.
 """
 
+import atexit
 import contextlib
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import keras
@@ -27,7 +31,7 @@ BACKEND_STRATEGIES = {
 }
 STRATEGIES = tuple(dict.fromkeys(name for names in BACKEND_STRATEGIES.values() for name in names))
 
-# Set by a multi-host launcher (see `JaxStrategy`); read by keras.distribution.initialize.
+# Set for every process of a multi-process JAX job (see `join_processes`).
 MULTI_HOST_VARIABLES = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES")
 
 
@@ -51,11 +55,12 @@ def check_backend_options(strategy, jit_compile, deterministic):
         )
 
 
-def make_strategy(name, batch_size):
+def make_strategy(name, batch_size, join_timeout=300):
     """The `RunStrategy` named `name` (`--strategy`) for Keras's backend,
-    made before the model. `batch_size` is the global batch."""
+    made before the model. `batch_size` is the global batch; `join_timeout`
+    (`--join-timeout`) how long JAX processes wait for each other."""
     if keras.backend.backend() == "jax":
-        return JaxStrategy(name, batch_size)
+        return JaxStrategy(name, batch_size, join_timeout)
     return TensorFlowStrategy(name)
 
 
@@ -68,12 +73,20 @@ class RunStrategy:
         is_chief: whether this process writes the run's files (worker 0,
             or the only one).
         worker_index: this process's index among the run's processes.
+        saves: whether this process saves the model and exports it: every
+            TensorFlow worker does (saving is collective there), only the
+            chief of JAX processes.
     """
 
     name: str
     num_replicas_in_sync: int
     is_chief: bool
     worker_index: int
+    saves = True  # whether this process saves the model and exports it
+
+    def files_folder(self, output_dir):
+        """Where this process writes: `output_dir` for the chief."""
+        return Path(output_dir)
 
     def scope(self):
         """The context the model and its optimizer are made in."""
@@ -141,6 +154,13 @@ class TensorFlowStrategy(RunStrategy):
         multi_worker.patch()  # model.fit under this strategy needs two fixes in Keras 3
         return tf.distribute.MultiWorkerMirroredStrategy()
 
+    def files_folder(self, output_dir):
+        # Every worker saves (saving a distributed variable is collective),
+        # so the others write beside, not over, the chief's files.
+        if self.is_chief:
+            return Path(output_dir)
+        return Path(output_dir) / f".worker{self.worker_index}"
+
     def scope(self):
         return self.strategy.scope()
 
@@ -176,21 +196,105 @@ def shard_by_data(dataset):
     return dataset.with_options(options)
 
 
-def refuse_several_processes():
-    """Several JAX processes deadlock in the recipes today: two on one host
-    (127.0.0.1, one CPU device each) trained their epoch, then process 0
-    waited in the first validation pass while process 1, having run out of
-    validation batches, waited in the model's save. Refused, rather than a
-    hang; one process per host, with all its devices, works."""
-    count = os.environ["KERAS_DISTRIBUTION_NUM_PROCESSES"]
-    if count.strip() != "1":
+@contextlib.contextmanager
+def saving_alone():
+    """A context in which one process of a multi-process JAX job saves on
+    its own. Keras's saving makes a few variables of its own (a blank
+    optimizer, to learn which attributes to skip); made under the job's
+    distribution, each would wait for every process to make it too. The
+    weights themselves are copied on every process, so reading them needs
+    no other. Nothing changes for a single process or on TensorFlow."""
+    if keras.backend.backend() != "jax" or keras.distribution.distribution() is None:
+        yield
+        return
+    distribution = keras.distribution.distribution()
+    keras.distribution.set_distribution(None)
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(distribution)
+
+
+def join_processes(timeout):
+    """Joins this process to the JAX job that `KERAS_DISTRIBUTION_JOB_ADDRESSES`
+    (the coordinator's `host:port` first), `KERAS_DISTRIBUTION_NUM_PROCESSES`
+    and `KERAS_DISTRIBUTION_PROCESS_ID` describe, as
+    `keras.distribution.initialize()` would, but waiting at most `timeout`
+    seconds for the others, then stopping with a message that names the
+    coordinator. (JAX's own time-out ends the process from C++, with a trace
+    that blames another task, so a watch of our own ends it first.) A
+    process that stops answering later ends the others `timeout` seconds on
+    (JAX's heartbeat)."""
+    import jax
+
+    coordinator = os.environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"].split(",")[0].strip()
+    count = _process_variable("KERAS_DISTRIBUTION_NUM_PROCESSES", 1)
+    index = _process_variable("KERAS_DISTRIBUTION_PROCESS_ID", 0)
+    if index >= count:
         raise SystemExit(
-            f"error: KERAS_DISTRIBUTION_NUM_PROCESSES={count}: the recipes do not run "
-            "several JAX processes yet (their processes read different numbers of "
-            "validation batches and deadlock). Run one process with every device of "
-            "its host (--strategy data_parallel), or several hosts on TensorFlow "
-            "(--strategy multi_worker with TF_CONFIG)"
+            f"error: KERAS_DISTRIBUTION_PROCESS_ID={index} is not below "
+            f"KERAS_DISTRIBUTION_NUM_PROCESSES={count}"
         )
+    print(f"Process {index} of {count}: joining the job at {coordinator}", flush=True)
+    message = (
+        f"error: process {index} of {count} could not join the JAX job at {coordinator} "
+        f"(KERAS_DISTRIBUTION_JOB_ADDRESSES) within --join-timeout {timeout} s. Start every "
+        "process with the same address and KERAS_DISTRIBUTION_NUM_PROCESSES, each with its "
+        "own KERAS_DISTRIBUTION_PROCESS_ID, process 0 on the coordinator's host."
+    )
+    watch = threading.Timer(timeout, _stop, args=(message,))
+    watch.daemon = True
+    watch.start()
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator,
+            num_processes=count,
+            process_id=index,
+            initialization_timeout=timeout + 60,  # ours ends it first
+            heartbeat_timeout_seconds=timeout,
+        )
+    finally:
+        watch.cancel()
+
+
+def _stop(message):
+    print(message, file=sys.stderr, flush=True)
+    os._exit(1)  # the main thread is waiting inside JAX
+
+
+def _process_variable(name, minimum):
+    value = os.environ.get(name, "")
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < minimum:
+        raise SystemExit(f"error: {name}={value!r}: an integer >= {minimum} is needed")
+    return number
+
+
+def fill_and_share(dataset, batch_size, processes, index):
+    """Every `(inputs, labels)` batch of `dataset` filled to `batch_size`
+    rows with empty ones (all zeros), each label weighted 1 in a real row
+    and 0 in an empty one (`(inputs, labels, weights)`, weights shaped as
+    the labels: the loss and the metrics count no empty row), then this
+    process's `index` share of its rows, one
+    of `processes` equal parts, in order. Every device then gets an equal
+    part of every batch, and every process as many batches as the others (a
+    process with one batch more would wait forever for the others in it)."""
+    share = batch_size // processes
+
+    def fill(inputs, labels):
+        rows = tf.shape(labels)[0]
+        weights = tf.ones_like(labels, tf.float32)
+
+        def fill_and_take(x):
+            filled = tf.pad(x, [[0, batch_size - rows]] + [[0, 0]] * (x.shape.rank - 1))
+            return filled[index * share : (index + 1) * share]
+
+        return tf.nest.map_structure(fill_and_take, (inputs, labels, weights))
+
+    return dataset.map(fill)
 
 
 class JaxStrategy(RunStrategy):
@@ -200,35 +304,52 @@ class JaxStrategy(RunStrategy):
     `keras.distribution.DataParallel` over every device of every process
     (the weights copied on each, every batch split between them), set for
     the whole run. When `KERAS_DISTRIBUTION_JOB_ADDRESSES` and
-    `KERAS_DISTRIBUTION_NUM_PROCESSES` are set (a multi-host job, with
-    `KERAS_DISTRIBUTION_PROCESS_ID` per process), more than one process is
-    refused for now (see `refuse_several_processes`); one is joined by
-    `keras.distribution.initialize()` as a multi-host job of one.
+    `KERAS_DISTRIBUTION_NUM_PROCESSES` are set (a multi-process job, with
+    `KERAS_DISTRIBUTION_PROCESS_ID` per process), the process first joins
+    the job (`join_processes`). Each process then reads its share of every
+    batch (`fill_and_share`), and only process 0 writes the run's files:
+    the others write in a temporary folder, removed when they end.
 
     The step always compiles (`jax.jit`), and the export, a TensorFlow
     SavedModel, is made from the saved `model.keras` by `python -m
     keras_attention.export` on TensorFlow.
     """
 
-    def __init__(self, name, batch_size):
+    def __init__(self, name, batch_size, join_timeout=300):
         import jax
 
         self.name = name
+        self.batch_size = batch_size
         distribution = None
         if name == "data_parallel":
             if all(os.environ.get(variable) for variable in MULTI_HOST_VARIABLES):
-                refuse_several_processes()
-                keras.distribution.initialize()
+                join_processes(join_timeout)
             distribution = keras.distribution.DataParallel()
+            # Each process's share is made in `distribute` (Keras's own
+            # needs batches of a static size, which buckets are not).
+            distribution.auto_shard_dataset = False
             keras.distribution.set_distribution(distribution)
         self.num_replicas_in_sync = jax.device_count() if distribution else 1
+        self.num_processes = jax.process_count()
         self.worker_index = jax.process_index()
-        self.is_chief = self.worker_index == 0
+        self.is_chief = self.saves = self.worker_index == 0
         if batch_size % self.num_replicas_in_sync:
             raise SystemExit(
                 f"error: --batch-size {batch_size} does not split evenly over the "
                 f"{self.num_replicas_in_sync} devices of --strategy {name}"
             )
+
+    def files_folder(self, output_dir):
+        if self.is_chief:
+            return Path(output_dir)
+        folder = tempfile.mkdtemp(prefix=f"keras-attention-process{self.worker_index}-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        return Path(folder)
+
+    def distribute(self, dataset):
+        if self.name != "data_parallel":
+            return dataset
+        return fill_and_share(dataset, self.batch_size, self.num_processes, self.worker_index)
 
     def scope(self):
         return contextlib.nullcontext()  # set for the whole run

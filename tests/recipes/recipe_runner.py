@@ -6,7 +6,8 @@ environment (run by test_resume_after_kill.py):
 - `KILL_AT`: the process sends itself SIGKILL right after training step STEP
   of epoch EPOCH (1-based, as printed). Pick a step that is not a checkpoint
   step: the work since the last checkpoint is lost, as in a real kill. With
-  `KILL_WORKER=I`, only multi-worker process I kills itself.
+  `KILL_WORKER=I`, only process I of several (a `multi_worker` worker, or a
+  JAX process) kills itself.
 - `LOGICAL_CPUS=N`: split the CPU into N logical devices (for `mirrored`).
 """
 
@@ -29,7 +30,8 @@ if os.environ.get("LOGICAL_CPUS"):
 if os.environ.get("KILL_AT"):
     kill_at = tuple(int(n) for n in os.environ["KILL_AT"].split(":"))
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
-    this_process = os.environ.get("KILL_WORKER") in (None, str(task.get("index")))
+    index = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", task.get("index"))
+    this_process = os.environ.get("KILL_WORKER") in (None, str(index))
     save_every = resume.SaveEvery.on_train_batch_end
 
     def on_train_batch_end(self, batch, logs=None):

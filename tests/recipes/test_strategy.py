@@ -1,0 +1,46 @@
+"""What a `RunStrategy` does to the batches of a run on several devices or
+processes (`recipes/strategy.py`)."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attention.recipes.strategy import fill_and_share
+
+
+def batches(rows_per_batch, width=3):
+    """`({"ids": int[rows, width]}, labels int[rows])` batches whose values
+    number the rows from 1, so every row is told apart from an empty one."""
+    total = sum(rows_per_batch)
+    ids = np.arange(1, total * width + 1).reshape(total, width)
+    labels = np.arange(1, total + 1)
+    dataset = tf.data.Dataset.from_tensor_slices(({"ids": ids}, labels))
+    return dataset.batch(max(rows_per_batch)), ids, labels
+
+
+def test_every_process_gets_an_equal_share_of_every_batch_and_empty_rows_weigh_nothing():
+    # Batches of 4, 4 and 3 rows over 2 processes: 2 rows each a batch, the
+    # last batch filled with one empty row, which weighs 0.
+    dataset, ids, labels = batches([4, 4, 3])
+    shares = [list(fill_and_share(dataset, 4, 2, index).as_numpy_iterator()) for index in (0, 1)]
+    assert [len(share) for share in shares] == [3, 3]
+    got_ids, got_labels, got_weights = [], [], []
+    for batch in range(3):
+        for share in shares:  # in order: process 0's rows, then process 1's
+            inputs, batch_labels, weights = share[batch]
+            assert inputs["ids"].shape == (2, 3) and weights.dtype == np.float32
+            got_ids.append(inputs["ids"])
+            got_labels.append(batch_labels)
+            got_weights.append(weights)
+    np.testing.assert_array_equal(np.concatenate(got_ids), np.concatenate([ids, [[0, 0, 0]]]))
+    np.testing.assert_array_equal(np.concatenate(got_labels), [*labels, 0])
+    np.testing.assert_array_equal(np.concatenate(got_weights), [1] * 11 + [0])
+
+
+def test_one_process_gets_every_row_filled_to_the_batch():
+    dataset, ids, labels = batches([5, 2])
+    (first, last) = fill_and_share(dataset, 5, 1, 0).as_numpy_iterator()
+    np.testing.assert_array_equal(first[0]["ids"], ids[:5])
+    np.testing.assert_array_equal(last[0]["ids"], np.concatenate([ids[5:], np.zeros((3, 3))]))
+    np.testing.assert_array_equal(last[1], [6, 7, 0, 0, 0])
+    np.testing.assert_array_equal(last[2], [1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(first[2], [1] * 5)
