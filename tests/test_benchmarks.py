@@ -188,3 +188,34 @@ def test_the_report_renders_every_section(smoke):
         assert f"#### {title}" in text
     assert text.count("| keras_hub |") == 2 * len(results["encoder_training_step"]) // 3
     assert report.xla_bound(results, "encoder") > 0
+
+
+# Two fresh TensorFlow processes (about a minute): `pytest -m large`.
+@pytest.mark.large
+def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
+    """`benchmarks.onednn --smoke`: the encoder race once with oneDNN off,
+    once on, each process's TensorFlow loaded with its setting (the rows
+    say which), and the ratios summed up for each."""
+    output = tmp_path / "onednn.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.onednn", "--smoke", "--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    results = json.loads(output.read_text())
+    settings = [row["TF_ENABLE_ONEDNN_OPTS"] for row in results["rows"]]
+    assert sorted(set(settings)) == ["0", "1"]
+    for setting in ("0", "1"):
+        contenders_run = {
+            (row["contender"], row["xla"])
+            for row in results["rows"]
+            if row["TF_ENABLE_ONEDNN_OPTS"] == setting
+        }
+        assert contenders_run == {(c, x) for c in contenders.CONTENDERS for x in (True, False)}
+    assert all(row["gflops"] > 0 for row in results["rows"])
+    summary = {(row["TF_ENABLE_ONEDNN_OPTS"], row["xla"]) for row in results["summary"]}
+    assert summary == {("0", True), ("0", False), ("1", True), ("1", False)}
+    assert all(row["ours_over_keras_hub"] > 0 for row in results["summary"])
+    assert results["machine"]["cpu"] and "ours over KerasHub's" in result.stdout
