@@ -239,3 +239,21 @@ def token_ids(tokenizer, texts, max_length):
     ids = tokenizer.tokenize(texts)[:, :max_length]
     width = tf.maximum(ids.bounding_shape(axis=1), 1)
     return ids.to_tensor(default_value=PAD_ID, shape=[ids.nrows(), width])
+
+
+def load_run_tokenizer(files, config, side):
+    """The tokeniser a recipe saved for `side` ("source", "target", or
+    "text" for a model with one vocabulary) in a run's folder: `files` its
+    `RunFiles`, `config` its `config.json` as a dict, whose "tokenizer"
+    names the kind. A ValueError that names the file when the kind or the
+    vocabulary file is missing."""
+    kinds = {"character": CharacterTokenizer, "subword": SubwordTokenizer}
+    kind = config.get("tokenizer")
+    if kind not in kinds:
+        raise ValueError(
+            f"{files.config} names no tokenizer (character or subword): tokenizer={kind!r}"
+        )
+    file = files.vocabulary(side, kind)
+    if not file.is_file():
+        raise ValueError(f"{files.folder} has no {side} vocabulary: {file} not found")
+    return kinds[kind].load(file)

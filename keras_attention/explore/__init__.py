@@ -41,14 +41,12 @@ from keras_attention.data.tokenizers import (
     END,
     END_ID,
     START_ID,
-    CharacterTokenizer,
-    SubwordTokenizer,
+    load_run_tokenizer,
     token_ids,
 )
 from keras_attention.run_files import RunFiles
 from keras_attention.visualize import AXES
 
-TOKENIZERS = {"character": CharacterTokenizer, "subword": SubwordTokenizer}
 # The step-through walks these rows: output token t and what it attended to.
 STEPS = {"translation": "decoder_cross_attention", "language_model": "self_attention"}
 MAX_BEAM_SIZE = 8
@@ -111,17 +109,14 @@ class Explorer:
         self.task = getattr(self.model, "task", None)
         if self.task not in ("translation", "classification", "language_model"):
             raise ExplorerError(f"{model_file} is not a keras_attention model")
-        kind = self.config.get("tokenizer")
-        if kind not in TOKENIZERS:
-            raise ExplorerError(f"{self.files.config} names no tokenizer: {kind!r}")
-        self.subword = kind == "subword"
+        self.subword = self.config.get("tokenizer") == "subword"
         sides = ("source", "target") if self.task == "translation" else ("text",)
-        self.tokenizers = {}
-        for side in sides:
-            file = self.files.vocabulary(side, kind)
-            if not file.is_file():
-                raise ExplorerError(f"{self.files.folder} has no {side} vocabulary: {file}")
-            self.tokenizers[side] = TOKENIZERS[kind].load(file)
+        try:
+            self.tokenizers = {
+                side: load_run_tokenizer(self.files, self.config, side) for side in sides
+            }
+        except ValueError as error:
+            raise ExplorerError(str(error)) from None
         self.max_length = int(self.config["max_length"])
         self.labels = None
         if self.task == "classification":

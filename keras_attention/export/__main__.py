@@ -122,25 +122,18 @@ def load_run(model_path, run_dir):
     import keras
 
     import keras_attention  # noqa: F401  (registers the models for loading)
-    from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
+    from keras_attention.data.tokenizers import load_run_tokenizer
     from keras_attention.run_files import RunFiles
 
     files = RunFiles(run_dir)
     config = json.loads(files.config.read_text())
     model = keras.saving.load_model(model_path)
-    kinds = {"character": CharacterTokenizer, "subword": SubwordTokenizer}
-    if config.get("tokenizer") not in kinds:
-        raise SystemExit(
-            f"error: {files.config} names no tokenizer (character or subword): "
-            f"tokenizer={config.get('tokenizer')!r}"
-        )
-    kind = kinds[config["tokenizer"]]
 
     def tokenizer(side):
-        file = files.vocabulary(side, config["tokenizer"])
-        if not file.is_file():
-            raise SystemExit(f"error: no {side} vocabulary in {run_dir}: {file} not found")
-        return kind.load(file)
+        try:
+            return load_run_tokenizer(files, config, side)
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
 
     return model, config, files, tokenizer
 

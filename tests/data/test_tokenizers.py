@@ -4,7 +4,14 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keras_attention.data.tokenizers import END_ID, UNKNOWN_ID, CharacterTokenizer, SubwordTokenizer
+from keras_attention.data.tokenizers import (
+    END_ID,
+    UNKNOWN_ID,
+    CharacterTokenizer,
+    SubwordTokenizer,
+    load_run_tokenizer,
+)
+from keras_attention.run_files import RunFiles
 
 
 def test_round_trip_and_reserved_ids(tmp_path):
@@ -117,3 +124,16 @@ def test_two_subword_tokenizers_keep_their_own_models_in_a_saved_model(tmp_path)
     tf.saved_model.save(module, str(tmp_path / "both"))
     reloaded = tf.saved_model.load(str(tmp_path / "both"))
     assert [side.numpy().tolist() for side in reloaded.both(texts)] == expected
+
+
+def test_a_run_s_tokenizer_is_loaded_by_side_or_the_missing_file_is_named(tmp_path):
+    """What the export command and the explorer load from a run's folder."""
+    files = RunFiles(tmp_path)
+    config = {"tokenizer": "character"}
+    CharacterTokenizer.train(["abc"]).save(files.vocabulary("source", "character"))
+    source = load_run_tokenizer(files, config, "source")
+    assert source.detokenize(source.tokenize(tf.constant(["cab"]))).numpy()[0] == b"cab"
+    with pytest.raises(ValueError, match="has no target vocabulary: .*target_vocabulary.txt"):
+        load_run_tokenizer(files, config, "target")
+    with pytest.raises(ValueError, match=r"config.json names no tokenizer .*tokenizer='bpe'"):
+        load_run_tokenizer(files, {"tokenizer": "bpe"}, "source")
