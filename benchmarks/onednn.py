@@ -93,7 +93,7 @@ def main(argv=None):
     if args.race:
         return race(args.race)
 
-    from benchmarks import report
+    from benchmarks import report, run
     from keras_attention.files import write_json
 
     rounds, repeats = (1, 2) if args.smoke else (args.rounds, args.repeats)
@@ -107,7 +107,7 @@ def main(argv=None):
     report.print_table(
         "encoder training step, every round",
         rows,
-        [("round", "round", "d"), ("TF_ENABLE_ONEDNN_OPTS", "oneDNN", "s"), *_RACE_COLUMNS],
+        [("round", "round", "d"), ("TF_ENABLE_ONEDNN_OPTS", "oneDNN", "s"), *run.TRAINING_COLUMNS],
     )
     results = {"smoke": args.smoke, "machine": machine, "rows": rows, "summary": summary(rows)}
     report.print_table(
@@ -116,16 +116,6 @@ def main(argv=None):
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     write_json(args.json, results)
     print(f"\nwrote {args.json}")
-
-
-_RACE_COLUMNS = [
-    ("dropout", "dropout", ".1f"),
-    ("xla", "XLA", ""),
-    ("contender", "contender", "s"),
-    ("ms_per_step", "ms/step", ".0f"),
-    ("gflops", "GFLOP/s", ".1f"),
-    ("ours_speedup", "ours faster", ".2f"),
-]
 
 
 if __name__ == "__main__":
