@@ -278,10 +278,10 @@ def fill_and_share(dataset, batch_size, processes, index):
     rows with empty ones (all zeros), each label weighted 1 in a real row
     and 0 in an empty one (`(inputs, labels, weights)`, weights shaped as
     the labels: the loss and the metrics count no empty row), then this
-    process's `index` share of its rows, one
-    of `processes` equal parts, in order. Every device then gets an equal
-    part of every batch, and every process as many batches as the others (a
-    process with one batch more would wait forever for the others in it)."""
+    process's `index` share of its rows, one of `processes` equal parts, in
+    order. Every device then gets an equal part of every batch, and every
+    process as many batches as the others (a process with one batch more
+    would wait forever for the others in it)."""
     share = batch_size // processes
 
     def fill(inputs, labels):
@@ -321,8 +321,15 @@ class JaxStrategy(RunStrategy):
         self.name = name
         self.batch_size = batch_size
         distribution = None
+        job = all(os.environ.get(variable) for variable in MULTI_HOST_VARIABLES)
+        if job and name != "data_parallel":
+            # Each process would train alone, all writing the same files.
+            raise SystemExit(
+                "error: KERAS_DISTRIBUTION_JOB_ADDRESSES and KERAS_DISTRIBUTION_NUM_PROCESSES "
+                f"are set (a job of several processes): use --strategy data_parallel, not {name}"
+            )
         if name == "data_parallel":
-            if all(os.environ.get(variable) for variable in MULTI_HOST_VARIABLES):
+            if job:
                 join_processes(join_timeout)
             distribution = keras.distribution.DataParallel()
             # Each process's share is made in `distribute` (Keras's own

@@ -247,7 +247,7 @@ def recipe_error(arguments, env):
     return result.returncode, result.stderr
 
 
-def test_tensorflow_strategies_uneven_batches_and_several_processes_are_refused_on_jax(
+def test_tensorflow_strategies_uneven_batches_and_bad_jobs_are_refused_on_jax(
     tmp_path,
 ):
     code, stderr = recipe_error(["--strategy", "mirrored", "--output-dir", str(tmp_path)], JAX)
@@ -271,6 +271,10 @@ def test_tensorflow_strategies_uneven_batches_and_several_processes_are_refused_
     assert time.monotonic() - started < 120  # starting Python and JAX, then 5 s
     assert f"error: process 1 of 2 could not join the JAX job at {address}" in stderr
     assert "within --join-timeout 5 s" in stderr
+    # A job's variables with another strategy: each process would train alone.
+    code, stderr = recipe_error(["--output-dir", str(tmp_path)], alone)
+    assert code == 1
+    assert "(a job of several processes): use --strategy data_parallel, not default" in stderr
 
 
 @pytest.mark.parametrize(
