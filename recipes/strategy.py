@@ -82,7 +82,7 @@ class RunStrategy:
     num_replicas_in_sync: int
     is_chief: bool
     worker_index: int
-    saves = True  # whether this process saves the model and exports it
+    saves = True
 
     def files_folder(self, output_dir):
         """Where this process writes: `output_dir` for the chief."""
@@ -204,10 +204,10 @@ def saving_alone():
     distribution, each would wait for every process to make it too. The
     weights themselves are copied on every process, so reading them needs
     no other. Nothing changes for a single process or on TensorFlow."""
-    if keras.backend.backend() != "jax" or keras.distribution.distribution() is None:
+    distribution = keras.distribution.distribution() if keras.backend.backend() == "jax" else None
+    if distribution is None:
         yield
         return
-    distribution = keras.distribution.distribution()
     keras.distribution.set_distribution(None)
     try:
         yield
