@@ -14,6 +14,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers import BahdanauAttention, LuongAttention
+from keras_attention.layers._dropout import Dropout
 from keras_attention.models.zoo_model import (
     ZooModel,
     padding_mask,
@@ -257,7 +258,7 @@ class Seq2SeqAttention(ZooModel):
             dtype=policy,
             name="decoder",
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy, name="dropout")
+        self.dropout_layer = Dropout(dropout, dtype=policy, name="dropout")
         self.output_projection = keras.layers.Dense(
             target_vocabulary_size, dtype=policy, name="logits"
         )

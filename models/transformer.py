@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention.layers._dropout import Dropout
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
@@ -181,8 +182,8 @@ class Transformer(ZooModel):
         )
         check_choice("positions", positions, POSITIONS)
         self.positional_encoding = position_layer(positions, policy)
-        self.source_dropout = keras.layers.Dropout(dropout, dtype=policy, name="source_dropout")
-        self.target_dropout = keras.layers.Dropout(dropout, dtype=policy, name="target_dropout")
+        self.source_dropout = Dropout(dropout, dtype=policy, name="source_dropout")
+        self.target_dropout = Dropout(dropout, dtype=policy, name="target_dropout")
         self.encoder = TransformerEncoder(name="encoder", **stack_kwargs)
         self.decoder = TransformerDecoder(name="decoder", **stack_kwargs)
         self.output_projection = (

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention.layers._dropout import Dropout
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerEncoder,
@@ -124,9 +125,7 @@ class TransformerClassifier(ZooModel):
         )
         check_choice("positions", positions, POSITIONS)
         self.positional_encoding = position_layer(positions, policy)
-        self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=policy, name="embedding_dropout"
-        )
+        self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.encoder = TransformerEncoder(
             num_layers=num_layers,
             num_heads=num_heads,
@@ -147,7 +146,7 @@ class TransformerClassifier(ZooModel):
             dtype=policy,
             name="encoder",
         )
-        self.head_dropout = keras.layers.Dropout(dropout, dtype=policy, name="head_dropout")
+        self.head_dropout = Dropout(dropout, dtype=policy, name="head_dropout")
         # Class logits in float32 under mixed precision, for a stable softmax.
         self.classifier = keras.layers.Dense(num_classes, dtype="float32", name="logits")
 

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attention.layers._dropout import Dropout
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
@@ -154,9 +155,7 @@ class TransformerLM(ZooModel):
             vocabulary_size, model_dim, dtype=policy, name="token_embedding"
         )
         self.positional_encoding = position_layer(positions, policy, max_length)
-        self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=policy, name="embedding_dropout"
-        )
+        self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.decoder = TransformerDecoder(
             num_layers=num_layers,
             num_heads=num_heads,

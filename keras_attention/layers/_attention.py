@@ -194,7 +194,7 @@ def scaled_dot_product_attention(
             `H_kv` divides `H`.
         value: `[B, Tk, H_kv, d_v]`, or with `heads_first` `[B, H_kv, Tk, d_v]`.
         mask: optional boolean mask broadcastable to `[B, H, Tq, Tk]`.
-        dropout_layer: optional `keras.layers.Dropout` applied to the weights.
+        dropout_layer: optional dropout layer applied to the weights.
         training: passed to the dropout layer.
         bias: optional float32 tensor broadcastable to `[B, H, Tq, Tk]`,
             added to the scores before the softmax (ALiBi).

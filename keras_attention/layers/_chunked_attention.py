@@ -23,8 +23,9 @@ not T^2.
 Dropout on the weights draws its keep/drop decisions from a hash of the
 seed, the batch row, the head, the query and the key positions, so the
 backward pass draws the same ones again without storing them. Each weight is
-kept with probability `1 - rate` and scaled by `1 / (1 - rate)`, the same
-distribution as the dense path's `keras.layers.Dropout`, but other draws.
+kept with probability `1 - rate` and scaled by `1 / (1 - rate)`. The dense
+path's dropout (`_dropout.Dropout`) hashes the same positions the same way,
+so for one seed both paths drop the same weights.
 """
 
 import keras
@@ -32,7 +33,8 @@ import numpy as np
 from keras import ops
 
 from keras_attention.layers._attention import alibi_bias
-from keras_attention.utils import NEG_INF, hash_uint32, uniform_from_bits
+from keras_attention.layers._dropout import hashed_bits, keep_mask
+from keras_attention.utils import NEG_INF
 
 
 def chunked_attention(
@@ -99,8 +101,6 @@ def chunked_attention(
             ops.cast(attention_mask, "bool"), [[0, 0], [0, query_pad], [0, key_pad]]
         )
     keep = 1.0 - dropout_rate
-    if dropout_rate > 0:
-        seed = ops.cast(seed, "uint32")
 
     def heads_first(x, amount):
         """`[B, T, H, d]` -> float32 `[B, H, T + amount, d]`, padded with zeros."""
@@ -135,14 +135,16 @@ def chunked_attention(
 
     def dropout_scale(query_block, key_block):
         """`[B, H, c, c]`: 0 for a dropped weight, 1 / (1 - rate) for a kept one."""
-        rows = ops.cast(ops.arange(batch_size * num_heads), "uint32")
-        row_keys = hash_uint32(ops.bitwise_xor(rows, seed))  # [B * H]
-        query_positions = ops.cast(positions(query_block), "uint32")
-        key_positions = ops.cast(positions(key_block), "uint32")
-        query_keys = hash_uint32(ops.bitwise_xor(row_keys[:, None], query_positions[None, :]))
-        bits = hash_uint32(ops.bitwise_xor(query_keys[:, :, None], key_positions[None, None, :]))
-        kept = ops.cast(uniform_from_bits(bits) < keep, "float32") / keep
-        return ops.reshape(kept, (batch_size, num_heads, chunk_size, chunk_size))
+        bits = hashed_bits(
+            seed,
+            [
+                ops.arange(batch_size),
+                ops.arange(num_heads),
+                positions(query_block),
+                positions(key_block),
+            ],
+        )
+        return ops.cast(keep_mask(bits, dropout_rate), "float32") / keep
 
     def reach(block_index, blocks):
         """`(first, last + 1)`: the blocks of the other axis that hold a

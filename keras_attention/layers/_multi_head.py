@@ -11,6 +11,7 @@ from keras import ops
 
 from keras_attention.layers._attention import scaled_dot_product_attention, window_mask
 from keras_attention.layers._chunked_attention import chunked_attention
+from keras_attention.layers._dropout import Dropout
 from keras_attention.utils import (
     Layer,
     check_bool,
@@ -51,7 +52,7 @@ class MultiHeadAttentionBase(Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
 
@@ -157,8 +158,7 @@ class MultiHeadAttentionBase(Layer):
         rate = self.dropout if training else 0.0
         seed = None
         if rate > 0:  # a new draw each call, from the dropout layer's seed state
-            seed_state = self.attention_dropout.seed_generator
-            seed = keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=seed_state)
+            seed = self.attention_dropout.draw_seed()
         # Each key/value head once per query head of its group: [B, Tk, H, d]
         # (linear in Tk; the blocks then read one head per query head).
         groups = self.num_heads // self._key_value_heads

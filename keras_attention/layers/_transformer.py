@@ -6,6 +6,7 @@ Private to the package.
 
 import keras
 
+from keras_attention.layers._dropout import Dropout
 from keras_attention.layers._multi_head import check_attention_options
 from keras_attention.layers.multi_head_self_attention import check_positions
 from keras_attention.utils import (
@@ -121,7 +122,7 @@ class TransformerBlockBase(Layer):
         return norm
 
     def _dropout(self, name):
-        return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name=name)
+        return Dropout(self.dropout, dtype=self.dtype_policy, name=name)
 
     def _build_feed_forward(self, model_dim):
         """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alike;
