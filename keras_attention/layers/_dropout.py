@@ -3,22 +3,25 @@
 Private to the package: every dropout of its layers and models is this one.
 
 `keras.layers.Dropout` draws a fresh random number per element from the
-backend's generator (Philox on TensorFlow, threefry on JAX). Those draws are
-a large part of a training step on a CPU: in a 2-layer encoder step (B=32,
-T=128, d_model 256, rate 0.1) they took a quarter of TensorFlow's step with
-XLA and more of JAX's (`python -m benchmarks.run --encoder-only`). Here the
-layer's seed generator draws one number per call, the seed, and each element
-is kept or dropped by a 32-bit integer hash of the seed and its position,
-chained axis by axis (`hashed_bits`). That is a few integer operations per
-element, which XLA fuses into the multiply, and nothing to store for the
-backward pass.
+backend's generator (Philox on TensorFlow, threefry on JAX). Under a
+compiler those draws are a large part of a training step on a CPU: in a
+2-layer encoder step (B=32, T=128, d_model 256, rate 0.1) they took a
+quarter of TensorFlow's step with XLA and more of JAX's
+(`python -m benchmarks.run --encoder-only`). Here, under XLA (TensorFlow
+with `jit_compile`) and on JAX, the layer's seed generator draws one number
+per call, the seed, and each element is kept or dropped by a 32-bit integer
+hash of the seed and its position, chained axis by axis (`hashed_bits`):
+a few integer operations per element, which XLA fuses into the multiply.
+On TensorFlow without XLA, where each of those operations would be a pass
+of its own, Keras's own kernel is the faster and is used.
 
-The distribution is Keras's: each element is kept with probability
-`1 - rate` (to within 2^-32) and scaled by `1 / (1 - rate)`, independently
-of the others, a new draw at every call, the same draws after
+The distribution is Keras's either way: each element is kept with
+probability `1 - rate` (to within 2^-32) and scaled by `1 / (1 - rate)`,
+independently of the others, a new draw at every call, the same draws after
 `keras.utils.set_random_seed` or a restored seed state. Blocked attention
 (`chunk_size`) draws its weights' decisions with the same hash of the same
-positions, so the dense and blocked paths drop the same weights.
+positions, so where the hash is used the dense and blocked paths drop the
+same weights.
 """
 
 import keras
@@ -29,7 +32,8 @@ from keras_attention.utils import hash_uint32, uint32
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class Dropout(keras.layers.Dropout):
-    """`keras.layers.Dropout`, its decisions hashed from the element positions.
+    """`keras.layers.Dropout`, its decisions hashed from the element
+    positions under XLA and on JAX (see the module's docstring).
 
     Args and call: as `keras.layers.Dropout` (`rate`, `noise_shape`, `seed`;
     `layer(inputs, training=None)`). With a `noise_shape`, Keras's own draw
@@ -37,7 +41,12 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if not training or self.rate == 0 or self.noise_shape is not None:
+        if (
+            not training
+            or self.rate == 0
+            or self.noise_shape is not None
+            or tensorflow_kernels_are_faster()
+        ):
             return super().call(inputs, training=training)
         shape = ops.shape(inputs)
         positions = [ops.arange(size) for size in shape]
@@ -47,6 +56,23 @@ class Dropout(keras.layers.Dropout):
     def draw_seed(self):
         """A new int32 seed from the layer's seed generator, one per call."""
         return keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=self.seed_generator)
+
+
+def tensorflow_kernels_are_faster():
+    """True on TensorFlow outside XLA (eagerly, or in a `tf.function`
+    without `jit_compile`). There every operation is a kernel of its own:
+    Keras's dropout is one Philox kernel and a multiply, the hash ten
+    passes over the tensor, which in a small model's step (the dates
+    Transformer) made the step 8% slower. Under XLA, which fuses the hash
+    into one loop, and on JAX, the hash is the faster."""
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    if tf.executing_eagerly():
+        return True
+    return not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def hashed_bits(seed, positions):

@@ -1,13 +1,43 @@
 """The package's dropout: Keras's distribution, decisions hashed from the
-element positions (`keras_attention.layers._dropout`), on the active backend."""
+element positions under XLA and on JAX, Keras's own kernel on TensorFlow
+without XLA (`keras_attention.layers._dropout`), on the active backend."""
 
 import keras
 import numpy as np
 import pytest
-from helpers import assert_layers_agree, layer_gradients, run_layer_test, to_numpy
+from helpers import compiled, layer_gradients, run_layer_test, to_numpy
 
 from keras_attention.layers import MultiHeadSelfAttention
 from keras_attention.layers._dropout import Dropout, hashed_bits
+
+TENSORFLOW = keras.backend.backend() == "tensorflow"
+
+
+def training_call(layer, x):
+    """`layer(x, training=True)` where the hash is used: under XLA on
+    TensorFlow (eagerly it takes Keras's kernel), as it is on JAX."""
+    if TENSORFLOW:
+        return to_numpy(compiled(lambda x: layer(x, training=True), jit_compile=True)(x))
+    return to_numpy(layer(x, training=True))
+
+
+def output_and_gradient(layer, x, upstream):
+    """`layer(x, training=True)` and d/dx of sum(output * upstream), where
+    the hash is used (as `training_call`)."""
+    if not TENSORFLOW:
+        output, gradients = layer_gradients(layer, [x], upstream, training=True)
+        return output, gradients[0]
+    import tensorflow as tf
+
+    def function(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            output = layer(x, training=True)
+            loss = tf.reduce_sum(output * upstream)
+        return output, tape.gradient(loss, x)
+
+    output, gradient = compiled(function, jit_compile=True)(tf.constant(x))
+    return output.numpy(), gradient.numpy()
 
 
 def numpy_hash(x):
@@ -28,7 +58,7 @@ def numpy_bits(seed, shape):
 
 def kept(layer, x):
     """The keep/drop decisions of one training call, from its output."""
-    return to_numpy(layer(x, training=True)) != 0
+    return training_call(layer, x) != 0
 
 
 def test_bits_equal_an_independent_numpy_hash():
@@ -40,7 +70,7 @@ def test_bits_equal_an_independent_numpy_hash():
 @pytest.mark.parametrize("rate", [0.1, 0.5, 0.9])
 def test_each_element_is_kept_with_probability_one_minus_rate_and_scaled(rate):
     x = np.ones((4, 64, 128), "float32")
-    output = to_numpy(Dropout(rate, seed=1)(x, training=True))
+    output = training_call(Dropout(rate, seed=1), x)
     share = (output != 0).mean()
     sigma = np.sqrt(rate * (1 - rate) / x.size)
     assert abs(share - (1 - rate)) < 5 * sigma, share
@@ -80,11 +110,24 @@ def test_the_gradient_is_the_upstream_gradient_where_kept_scaled():
     random = np.random.default_rng(1)
     x = random.normal(size=(2, 16, 8)).astype("float32")
     upstream = random.normal(size=x.shape).astype("float32")
-    output, (gradient,) = layer_gradients(Dropout(0.25, seed=3), [x], upstream, training=True)
+    output, gradient = output_and_gradient(Dropout(0.25, seed=3), x, upstream)
     mask = output != 0
     assert 0 < mask.mean() < 1
     np.testing.assert_allclose(output, np.where(mask, x / 0.75, 0), rtol=1e-6)
     np.testing.assert_allclose(gradient, np.where(mask, upstream / 0.75, 0), rtol=1e-6)
+
+
+def test_keras_kernel_is_taken_on_tensorflow_without_xla_only():
+    """Eagerly on TensorFlow the draws are `keras.layers.Dropout`'s own, bit
+    for bit; on JAX, and under XLA, they are the hash's."""
+    x = np.random.default_rng(4).normal(size=(3, 10, 8)).astype("float32")
+
+    def keras_draws():
+        return to_numpy(keras.layers.Dropout(0.3, seed=9)(x, training=True))
+
+    eager = to_numpy(Dropout(0.3, seed=9)(x, training=True))
+    assert np.array_equal(eager, keras_draws()) == TENSORFLOW
+    assert not np.array_equal(training_call(Dropout(0.3, seed=9), x), keras_draws())
 
 
 def test_a_noise_shape_takes_keras_draw():
@@ -103,11 +146,14 @@ def test_dense_and_blocked_attention_drop_the_same_weights():
     """The blocked path hashes the same positions: with dropout on, a layer
     in blocks gives the dense layer's outputs and gradients."""
     x = np.random.default_rng(3).normal(size=(2, 11, 8)).astype("float32")
-
-    def make_layer(chunk_size):
+    upstream = np.random.default_rng(4).normal(size=x.shape).astype("float32")
+    results = []
+    for chunk_size in (None, 3):
         keras.utils.set_random_seed(11)  # the same weights and seed state
-        return MultiHeadSelfAttention(2, dropout=0.3, chunk_size=chunk_size)
-
-    layer = make_layer(None)
-    assert not np.allclose(to_numpy(layer(x, training=True)), to_numpy(layer(x)))
-    assert_layers_agree(make_layer, [x], training=True)
+        layer = MultiHeadSelfAttention(2, dropout=0.3, chunk_size=chunk_size)
+        layer(x)
+        results.append(output_and_gradient(layer, x, upstream))
+    (dense, dense_gradient), (blocked, blocked_gradient) = results
+    assert not np.allclose(dense, to_numpy(layer(x)))  # dropout was on
+    np.testing.assert_allclose(blocked, dense, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(blocked_gradient, dense_gradient, atol=1e-5, rtol=1e-4)
