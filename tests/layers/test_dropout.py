@@ -127,6 +127,10 @@ def test_keras_kernel_is_taken_on_tensorflow_without_xla_only():
 
     eager = to_numpy(Dropout(0.3, seed=9)(x, training=True))
     assert np.array_equal(eager, keras_draws()) == TENSORFLOW
+    if TENSORFLOW:  # in a graph without XLA too
+        layer = Dropout(0.3, seed=9)
+        graph = to_numpy(compiled(lambda x: layer(x, training=True))(x))
+        np.testing.assert_array_equal(graph, keras_draws())
     assert not np.array_equal(training_call(Dropout(0.3, seed=9), x), keras_draws())
 
 
