@@ -23,9 +23,9 @@ not T^2.
 Dropout on the weights draws its keep/drop decisions from a hash of the
 seed, the batch row, the head, the query and the key positions, so the
 backward pass draws the same ones again without storing them. Each weight is
-kept with probability `1 - rate` and scaled by `1 / (1 - rate)`. The dense
-path's dropout (`_dropout.Dropout`) hashes the same positions the same way,
-so for one seed both paths drop the same weights.
+kept with probability `1 - rate` and scaled by `1 / (1 - rate)`. Under XLA
+and on JAX the dense path's dropout (`_dropout.Dropout`) hashes the same
+positions the same way, so for one seed both paths drop the same weights.
 """
 
 import keras
