@@ -85,6 +85,11 @@ class Server(tf.Module):
     server's loader (TF1-style, by variable name) find them. Keras'
     `ExportArchive` does the same. The model itself is used only through
     closures, while the signatures are traced.
+
+    Each signature is traced once, here, and kept as its concrete function.
+    Kept as a `tf.function`, `tf.saved_model.save` would trace it all over
+    again (it traces under a context of its own, a new cache key): half of
+    an export's time, measured on a tiny translator.
     """
 
     def __init__(self, tokenizers, signatures, name):
@@ -93,13 +98,14 @@ class Server(tf.Module):
         self._signature_names = list(signatures)
         variables = {}
         for signature_name, function in signatures.items():
-            setattr(self, signature_name, function)
-            for variable in function.get_concrete_function().variables:
+            concrete_function = function.get_concrete_function()
+            setattr(self, signature_name, concrete_function)
+            for variable in concrete_function.variables:
                 variables[id(variable)] = variable
         self.model_variables = list(variables.values())
 
     def signatures(self):
-        """Signature name -> `tf.function`, for `tf.saved_model.save`."""
+        """Signature name -> its traced function, for `tf.saved_model.save`."""
         return {name: getattr(self, name) for name in self._signature_names}
 
     # Signature name -> {option input: the value a warm-up request sends}.
@@ -158,6 +164,7 @@ class TranslationServer(Server):
         def compiled_search(source_ids):
             return search(source_ids, beam_size, max_length)
 
+        @tf.function  # traced once, shared by the signatures that use it
         def export_search(source_ids):
             """The search with the export's options: under XLA if asked."""
             if jit_compile:
