@@ -15,8 +15,6 @@ or Chrome binary), driven by Playwright.
 
 import argparse
 import math
-import os
-import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -31,7 +29,7 @@ import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention import visualize
 from keras_attention.data.tokenizers import START_ID, CharacterTokenizer
 from keras_attention.explore import Explorer
-from keras_attention.explore.__main__ import make_server
+from keras_attention.explore.__main__ import launch_chromium, make_server
 from keras_attention.layers import PositionalEncoding
 from keras_attention.layers._attention import masked_softmax
 from keras_attention.recipes import translate
@@ -126,19 +124,14 @@ def explorer_figures(run_dir, text, output_dir, step, column):
     cursor on output token `step` and source character `column`."""
     from playwright.sync_api import sync_playwright
 
-    browser_path = os.environ.get("KERAS_ATTENTION_CHROMIUM") or shutil.which("chromium")
-    if not browser_path:
-        raise SystemExit(
-            "The explorer's pictures need Chromium: apt-get install chromium, "
-            "or set KERAS_ATTENTION_CHROMIUM to a Chromium or Chrome binary"
-        )
     server = make_server(Explorer(run_dir), port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"]
-            )
+            try:
+                browser = launch_chromium(playwright, "The explorer's pictures")
+            except RuntimeError as error:
+                raise SystemExit(str(error)) from None
             page = browser.new_page(viewport={"width": 1100, "height": 700})
             page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
             page.fill("#text", text)

@@ -10,7 +10,6 @@ to test-artifacts/explorer/.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -25,24 +24,17 @@ ARTIFACTS = Path(os.environ.get("KERAS_ATTENTION_ARTIFACTS", "test-artifacts")) 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def chromium():
-    path = os.environ.get("KERAS_ATTENTION_CHROMIUM") or shutil.which("chromium")
-    if not path:
-        pytest.fail(
-            "The explorer's browser tests need Chromium: apt-get install chromium, "
-            "or set KERAS_ATTENTION_CHROMIUM to a Chromium or Chrome binary"
-        )
-    return path
-
-
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
+    from keras_attention.explore.__main__ import launch_chromium
+
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium(), args=["--no-sandbox", "--disable-gpu"]
-        )
+        try:
+            browser = launch_chromium(playwright, "The explorer's browser tests")
+        except RuntimeError as error:  # a failure, never a skip
+            pytest.fail(str(error))
         yield browser
         browser.close()
 
