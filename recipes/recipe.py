@@ -149,7 +149,8 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
         RunFiles(config.output_dir).checkpoints,
         writer=Path(output_dir) == Path(config.output_dir),
     )
-    with strategy.scope():  # the optimizer's variables are built here
+    with strategy.scope():  # the optimizer's variables are made here
+        resume.build_optimizer(model)
         start = checkpoints.restore(model)
     if start.epoch >= config.epochs:
         print(f"Training is complete ({config.epochs} epochs); evaluating.")

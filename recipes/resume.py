@@ -97,7 +97,7 @@ class Checkpoints:
         for path in saved:
             try:
                 position = _read_position(path)
-                _build_optimizer(model)
+                build_optimizer(model)
                 model.load_weights(path / WEIGHTS_FILE)
                 states = np.load(path / RANDOM_STATE_FILE)
                 variables = _random_states(model)
@@ -133,8 +133,12 @@ def _read_position(path):
     return position
 
 
-def _build_optimizer(model):
-    """The weights file holds the optimizer's variables: they must exist first."""
+def build_optimizer(model):
+    """Makes the optimizer's variables, if they are not made yet. A weights
+    file holds them, so they must exist before it is loaded; and made
+    inside the first train step, they would have TensorFlow trace that step
+    twice (a `tf.function` whose first trace creates variables is traced
+    again without them)."""
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
 
