@@ -88,8 +88,8 @@ class Server(tf.Module):
 
     Each signature is traced once, here, and kept as its concrete function.
     Kept as a `tf.function`, `tf.saved_model.save` would trace it all over
-    again (it traces under a context of its own, a new cache key): half of
-    an export's time, measured on a tiny translator.
+    again (it traces under a context of its own, a new cache key): about a
+    third of an export's time, measured on a tiny translator (31 s -> 21-23 s).
     """
 
     def __init__(self, tokenizers, signatures, name):
