@@ -171,7 +171,9 @@ class TensorFlowStrategy(RunStrategy):
         return jit_compile
 
     def compile_decoding(self, model, search, max_length):
-        return tf.function(search, reduce_retracing=True)
+        # No AutoGraph: the decoding loops are `keras.ops` code that JAX
+        # traces as it is, and converting them costs seconds a trace.
+        return tf.function(search, reduce_retracing=True, autograph=False)
 
     def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
         return export_model(

@@ -259,9 +259,10 @@ class Explorer:
 
 def _compiled(function):
     """`function` as one TensorFlow graph per input shape, on the
-    TensorFlow backend; as it is on another."""
+    TensorFlow backend; as it is on another. (Without AutoGraph: the
+    decoding loops are `keras.ops` code that JAX traces as it is.)"""
     if keras.backend.backend() == "tensorflow":
-        return tf.function(function, reduce_retracing=True)
+        return tf.function(function, reduce_retracing=True, autograph=False)
     return function
 
 

@@ -35,6 +35,12 @@ TEXTS = tf.TensorSpec([None], tf.string)
 PER_ROW_INT = tf.TensorSpec([None], tf.int32)
 PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)
 
+# The decoding loops are written with `keras.ops` for every backend (JAX
+# traces them as they are), so AutoGraph has nothing to convert in them;
+# converting them anyway is seconds of every export's tracing.
+beam_search = tf.autograph.experimental.do_not_convert(decoding.beam_search)
+sample = tf.autograph.experimental.do_not_convert(decoding.sample)
+
 
 def token_strings(vocabulary, ids):
     """Ids -> their tokens, "" for padding: labels for attention pictures."""
@@ -158,7 +164,7 @@ class TranslationServer(Server):
         }
 
         def search(source_ids, beam_size, max_length):
-            return decoding.beam_search(model, source_ids, max_length, beam_size=beam_size)[0]
+            return beam_search(model, source_ids, max_length, beam_size=beam_size)[0]
 
         @tf.function(jit_compile=True)
         def compiled_search(source_ids):
@@ -308,7 +314,7 @@ class LanguageModelServer(Server):
 
         def search(beam_size):
             def decode(prompt_ids, new_tokens):
-                return decoding.beam_search(model, prompt_ids, new_tokens, beam_size=beam_size)[0]
+                return beam_search(model, prompt_ids, new_tokens, beam_size=beam_size)[0]
 
             return decode
 
@@ -342,12 +348,13 @@ class LanguageModelServer(Server):
             options = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
             check_per_row(prompt, [max_length, *options.values()])
 
-            def sample(prompt_ids, new_tokens):
+            def sample_rows(prompt_ids, new_tokens):
                 # One value per row each: no grouping needed, every row
                 # samples from its own seed with its own filters.
-                return decoding.sample(model, prompt_ids, new_tokens, **options)
+                return sample(model, prompt_ids, new_tokens, **options)
 
-            return {"completion": complete(prompt, clamp(max_length, max_length_limit), sample)}
+            completion = complete(prompt, clamp(max_length, max_length_limit), sample_rows)
+            return {"completion": completion}
 
         super().__init__(
             [tokenizer],
