@@ -53,6 +53,21 @@ def pytest_collection_modifyitems(config, items):
                 break
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _jax_compilation_cache(tmp_path_factory):
+    """The recipe runs on JAX that tests start, each a process of its own,
+    share one persistent compilation cache (JAX reads these variables when
+    it is imported, so this process's own JAX tests are left as they are).
+    Most train the same tiny model: a run that finds its train, evaluation
+    and search steps compiled by an earlier one loads them instead, the same
+    executables (measured: a tiny three-epoch run 70 s -> 43 s)."""
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+        folder = tmp_path_factory.mktemp("jax_compilation_cache")
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(folder)
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     keras.utils.set_random_seed(0)

@@ -43,17 +43,21 @@ JAX = {"KERAS_BACKEND": "jax"}
 TWO_HOST_DEVICES = {**JAX, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 BEAM = ("--beam-size", "2")
 DATA_PARALLEL = (*BEAM, "--strategy", "data_parallel")
+# Killed and resumed runs need no export (nothing reads theirs): a third of a run.
+NO_EXPORT = "--no-export"
 
 
 @pytest.fixture(scope="module")
 def jax_runs(dates_data_dir, tmp_path_factory):
     """An uninterrupted JAX run (beam search 2 in its evaluation and its
-    export) and the same run killed at `KILL_AT`, shared by the tests."""
+    export) and the same run, without its export, killed at `KILL_AT`,
+    shared by the tests."""
     folder = tmp_path_factory.mktemp("jax")
     reference = finish(run(flags(dates_data_dir, folder / "reference", *BEAM), JAX))
     assert reference[0] == 0, reference[2][-3000:]
     killed_dir = folder / "killed"
-    killed = kill_and_keep(flags(dates_data_dir, killed_dir, *BEAM), killed_dir, JAX)
+    killed_flags = flags(dates_data_dir, killed_dir, *BEAM, NO_EXPORT)
+    killed = kill_and_keep(killed_flags, killed_dir, JAX)
     return folder, reference, killed
 
 
@@ -88,7 +92,7 @@ def test_a_jax_run_exports_what_tf_serving_answers_as_the_jax_model_did(jax_runs
 def test_a_killed_jax_run_resumes_at_the_same_step(jax_runs, dates_data_dir):
     folder, reference, killed_stdout = jax_runs
     output_dir = folder / "killed"
-    resumed = finish(run(flags(dates_data_dir, output_dir, *BEAM), JAX))
+    resumed = finish(run(flags(dates_data_dir, output_dir, *BEAM, NO_EXPORT), JAX))
     assert resumed[0] == 0, resumed[2][-3000:]
     newest = output_dir / "checkpoints" / NEWEST_BEFORE_KILL
     assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
@@ -138,15 +142,15 @@ def start_job(arguments, environment, tmp_dirs, count=2):
     ]
 
 
-def job_flags(data_dir, output_dir):
-    return flags(data_dir, output_dir, *DATA_PARALLEL, "--join-timeout", JOIN_TIMEOUT)
+def job_flags(data_dir, output_dir, *extra):
+    return flags(data_dir, output_dir, *DATA_PARALLEL, "--join-timeout", JOIN_TIMEOUT, *extra)
 
 
 @pytest.fixture(scope="module")
 def two_processes(jax_runs, dates_data_dir):
-    """An uninterrupted two-process run; and the same run with process 0
-    (the coordinator, and the only one that writes) killed at `KILL_AT`,
-    then both started again. Returns the folders, the uninterrupted run's
+    """An uninterrupted two-process run; and the same run (without its
+    export) with process 0 (the coordinator, and the only one that writes)
+    killed at `KILL_AT`, then both started again. Returns the folders, the uninterrupted run's
     `(code, stdout, stderr)` of each process, the killed run's, the resumed
     run's, and the temporary folders each process was given."""
     folder = jax_runs[0] / "two_processes"
@@ -159,9 +163,10 @@ def two_processes(jax_runs, dates_data_dir):
     ]
     kill = {"KILL_AT": KILL_AT, "KILL_WORKER": "0"}
     started = time.monotonic()
-    killed = [finish(p) for p in start_job(job_flags(dates_data_dir, resumed_dir), kill, tmp_dirs)]
+    resumed_flags = job_flags(dates_data_dir, resumed_dir, NO_EXPORT)
+    killed = [finish(p) for p in start_job(resumed_flags, kill, tmp_dirs)]
     killed_seconds = time.monotonic() - started
-    resumed = [finish(p) for p in start_job(job_flags(dates_data_dir, resumed_dir), {}, tmp_dirs)]
+    resumed = [finish(p) for p in start_job(resumed_flags, {}, tmp_dirs)]
     return SimpleNamespace(
         uninterrupted_dir=uninterrupted_dir,
         resumed_dir=resumed_dir,
