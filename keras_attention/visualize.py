@@ -80,6 +80,46 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
     return figure
 
 
+def redraw_attention(figure, weights, title=None):
+    """Puts new `weights` into a figure that `plot_attention` drew, for the
+    same tokens (the same shape), and keeps the layout it was last drawn
+    with: laying out is over half of a drawing's time, so a picture redrawn
+    every epoch is laid out once.
+
+    Args:
+        figure: a `Figure` returned by `plot_attention`.
+        weights: `[H, Tq, Tk]` (or `[Tq, Tk]`), the shape it was drawn with.
+        title: the new figure title, if any.
+
+    Returns:
+        `figure`.
+    """
+    weights = np.asarray(ops.convert_to_numpy(weights), dtype="float32")
+    if weights.ndim == 2:
+        weights = weights[None]
+    panels = [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
+    drawn = [ax.images[0].get_array().shape for ax in panels]
+    if [weights.shape[1:]] * weights.shape[0] != drawn:
+        raise ValueError(
+            f"`weights` must have the shape the figure was drawn with, "
+            f"{(len(drawn), *drawn[0])}. Received shape {weights.shape}"
+        )
+    if figure.get_layout_engine() is not None:
+        # From now on the figure keeps the layout of its last drawing (laid
+        # out again, the panels would move by a pixel or two each time).
+        if getattr(figure.canvas, "renderer", None) is None:  # never drawn
+            figure.draw_without_rendering()
+        figure.set_layout_engine("none")
+    for ax, head_weights in zip(panels, weights, strict=True):
+        ax.images[0].set_data(head_weights)
+    if title:
+        if figure.texts:  # the title `plot_attention` drew, where the layout put it
+            figure.texts[0].set_text(title)
+        else:
+            figure.suptitle(title)
+    return figure
+
+
 @functools.cache
 def _font_characters():
     """The code points the font matplotlib draws labels in has glyphs for."""

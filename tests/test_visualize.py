@@ -1,3 +1,4 @@
+import io
 import subprocess
 import sys
 import warnings
@@ -26,6 +27,34 @@ def test_one_panel_per_head_and_a_png(num_heads, tmp_path):
     assert [t.get_text() for t in panels[0].get_yticklabels()] == ["le", "chat", "noir"]
     np.testing.assert_allclose(panels[-1].images[0].get_array(), weights[-1])
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def png(figure):
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=72)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("num_heads", [1, 5])
+def test_a_redrawn_figure_is_the_picture_a_new_one_would_be(num_heads):
+    """`redraw_attention` keeps the first drawing's layout and puts new
+    weights and a new title in: the same pixels as a figure drawn anew."""
+    rng = np.random.default_rng(0)
+    first, second = rng.dirichlet(np.ones(6), size=(2, num_heads, 4))
+    rows, columns = ["2026", "-", "11", "</s>"], list("29 nov")
+    figure = visualize.plot_attention(first, rows, columns, title="epoch 1")
+    png(figure)  # laid out and drawn, as after the first epoch
+    redrawn = visualize.redraw_attention(figure, second, title="epoch 2")
+    assert redrawn is figure
+    np.testing.assert_allclose(head_panels(figure)[-1].images[0].get_array(), second[-1])
+    fresh = visualize.plot_attention(second, rows, columns, title="epoch 2")
+    assert png(figure) == png(fresh)
+    never_drawn = visualize.plot_attention(first, rows, columns)
+    visualize.redraw_attention(never_drawn, second)  # laid out first, then redrawn
+    assert png(never_drawn)[:8] == PNG_MAGIC
+    drawn_with = rf"the shape the figure was drawn with, \({num_heads}, 4, 6\)"
+    with pytest.raises(ValueError, match=drawn_with):
+        visualize.redraw_attention(figure, second[:, :3])
 
 
 def test_characters_the_font_cannot_draw_become_code_points_without_a_warning(tmp_path):
