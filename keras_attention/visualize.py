@@ -36,13 +36,7 @@ def plot_attention(weights, query_tokens, key_tokens, path=None, title=None):
         The `matplotlib.figure.Figure`, with one axes per head (plus a
         colour bar).
     """
-    weights = np.asarray(ops.convert_to_numpy(weights), dtype="float32")
-    if weights.ndim == 2:
-        weights = weights[None]
-    if weights.ndim != 3:
-        raise ValueError(
-            f"`weights` must be [H, Tq, Tk] or [Tq, Tk]. Received shape {weights.shape}"
-        )
+    weights = _per_head(weights)
     num_heads, query_length, key_length = weights.shape
     if len(query_tokens) != query_length or len(key_tokens) != key_length:
         raise ValueError(
@@ -94,9 +88,7 @@ def redraw_attention(figure, weights, title=None):
     Returns:
         `figure`.
     """
-    weights = np.asarray(ops.convert_to_numpy(weights), dtype="float32")
-    if weights.ndim == 2:
-        weights = weights[None]
+    weights = _per_head(weights)
     panels = [ax for ax in figure.axes if ax.get_label() != "<colorbar>"]
     drawn = [ax.images[0].get_array().shape for ax in panels]
     if [weights.shape[1:]] * weights.shape[0] != drawn:
@@ -118,6 +110,18 @@ def redraw_attention(figure, weights, title=None):
         else:
             figure.suptitle(title)
     return figure
+
+
+def _per_head(weights):
+    """`weights` as float32 numpy `[H, Tq, Tk]`; `[Tq, Tk]` is one head."""
+    weights = np.asarray(ops.convert_to_numpy(weights), dtype="float32")
+    if weights.ndim == 2:
+        weights = weights[None]
+    if weights.ndim != 3:
+        raise ValueError(
+            f"`weights` must be [H, Tq, Tk] or [Tq, Tk]. Received shape {weights.shape}"
+        )
+    return weights
 
 
 @functools.cache
