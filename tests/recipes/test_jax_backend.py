@@ -150,9 +150,10 @@ def job_flags(data_dir, output_dir, *extra):
 def two_processes(jax_runs, dates_data_dir):
     """An uninterrupted two-process run; and the same run (without its
     export) with process 0 (the coordinator, and the only one that writes)
-    killed at `KILL_AT`, then both started again. Returns the folders, the uninterrupted run's
-    `(code, stdout, stderr)` of each process, the killed run's, the resumed
-    run's, and the temporary folders each process was given."""
+    killed at `KILL_AT`, then both started again. Returns the folders, the
+    uninterrupted run's `(code, stdout, stderr)` of each process, the
+    killed run's, the resumed run's, and the temporary folders each process
+    was given."""
     folder = jax_runs[0] / "two_processes"
     tmp_dirs = [folder / f"tmp{i}" for i in (0, 1)]
     for tmp in tmp_dirs:
@@ -163,10 +164,10 @@ def two_processes(jax_runs, dates_data_dir):
     ]
     kill = {"KILL_AT": KILL_AT, "KILL_WORKER": "0"}
     started = time.monotonic()
-    resumed_flags = job_flags(dates_data_dir, resumed_dir, NO_EXPORT)
-    killed = [finish(p) for p in start_job(resumed_flags, kill, tmp_dirs)]
+    restart_flags = job_flags(dates_data_dir, resumed_dir, NO_EXPORT)  # killed, then resumed
+    killed = [finish(p) for p in start_job(restart_flags, kill, tmp_dirs)]
     killed_seconds = time.monotonic() - started
-    resumed = [finish(p) for p in start_job(resumed_flags, {}, tmp_dirs)]
+    resumed = [finish(p) for p in start_job(restart_flags, {}, tmp_dirs)]
     return SimpleNamespace(
         uninterrupted_dir=uninterrupted_dir,
         resumed_dir=resumed_dir,
