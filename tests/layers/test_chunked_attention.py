@@ -5,7 +5,7 @@ active backend (the suite runs on TensorFlow and on JAX)."""
 import keras
 import numpy as np
 import pytest
-from helpers import assert_layers_agree, compiled, examples, to_numpy
+from helpers import assert_layers_agree, examples, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from keras import ops
@@ -47,8 +47,10 @@ def dense(
     return scaled_dot_product_attention(query, key, value, mask, bias=bias)[0]
 
 
-def value_and_gradients(function, inputs, upstream):
-    """`function(*inputs)` and d/d inputs of sum(function(*inputs) * upstream)."""
+def value_and_gradients(function, inputs, upstream, graph=None):
+    """`function(*inputs)` and d/d inputs of sum(function(*inputs) * upstream):
+    on TensorFlow eagerly, or in a `tf.function` with `graph="plain"` or
+    `graph="xla"`; on JAX always under `jax.jit`."""
     if keras.backend.backend() == "jax":
         import jax
 
@@ -63,13 +65,18 @@ def value_and_gradients(function, inputs, upstream):
         return to_numpy(value), [np.asarray(g) for g in gradients]
     import tensorflow as tf
 
-    inputs = [tf.constant(x) for x in inputs]
-    with tf.GradientTape() as tape:
-        for x in inputs:
-            tape.watch(x)
-        output = function(*inputs)
-        loss = tf.reduce_sum(output * upstream)
-    return output.numpy(), [g.numpy() for g in tape.gradient(loss, inputs)]
+    def forward_and_backward(*inputs):
+        with tf.GradientTape() as tape:
+            for x in inputs:
+                tape.watch(x)
+            output = function(*inputs)
+            loss = tf.reduce_sum(output * upstream)
+        return output, tape.gradient(loss, inputs)
+
+    if graph is not None:
+        forward_and_backward = tf.function(forward_and_backward, jit_compile=graph == "xla")
+    output, gradients = forward_and_backward(*[tf.constant(x) for x in inputs])
+    return output.numpy(), [g.numpy() for g in gradients]
 
 
 @st.composite
@@ -311,19 +318,29 @@ def test_layer_contract_in_blocks(tmp_path):
     )
 
 
-def test_compiled_blocks_equal_dense():
-    """Under XLA (TensorFlow) or `jax.jit` (JAX), causal and not."""
+# JAX has one compiled path, `jax.jit`; TensorFlow a graph with XLA and one without.
+GRAPHS = ["xla"] if keras.backend.backend() == "jax" else ["plain", "xla"]
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+def test_compiled_blocks_equal_dense(graph):
+    """Forward and backward in one graph: a `tf.function` with and without
+    XLA (TensorFlow; the blocks are kept in TensorArrays there), `jax.jit`
+    (JAX), causal and not, with a sliding window and without."""
     random = np.random.default_rng(4)
     query, key, value = (random.normal(size=(2, 11, 2, 4)).astype("float32") for _ in range(3))
-    for causal in (False, True):
-
-        def blocked(q, k, v, causal=causal):
-            return chunked_attention(q, k, v, 4, causal=causal)
-
-        expected = to_numpy(dense(query, key, value, causal=causal))
-        np.testing.assert_allclose(
-            to_numpy(compiled(blocked, jit_compile=True)(query, key, value)),
-            expected,
-            atol=1e-5,
-            rtol=1e-5,
+    upstream = random.normal(size=(2, 11, 2, 4)).astype("float32")
+    for causal, window_size in ((False, None), (True, None), (True, 3)):
+        masks = dict(causal=causal, window_size=window_size)
+        expected, expected_gradients = value_and_gradients(
+            lambda q, k, v, masks=masks: dense(q, k, v, **masks), [query, key, value], upstream
         )
+        output, gradients = value_and_gradients(
+            lambda q, k, v, masks=masks: chunked_attention(q, k, v, 4, **masks),
+            [query, key, value],
+            upstream,
+            graph,
+        )
+        np.testing.assert_allclose(output, expected, atol=1e-5, rtol=1e-5)
+        for got, want in zip(gradients, expected_gradients, strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
