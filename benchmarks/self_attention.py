@@ -10,6 +10,8 @@ past `DENSE_UP_TO` they are not run (the row says so) rather than swap.
 """
 
 import argparse
+import json
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -154,6 +156,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE)
     parser.add_argument("--plot", help="also draw the memory plot to this PNG")
+    parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     if args.smoke:
         rows = run([64, 128], 1, 16, 2, 1, causal_lengths=[64], chunk_size=16, dense_up_to=64)
@@ -163,6 +166,8 @@ def main(argv=None):
     report.print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
     if args.plot:
         plot(rows, args.plot)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -219,3 +219,30 @@ def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
     assert summary == {("0", True), ("0", False), ("1", True), ("1", False)}
     assert all(row["ours_over_keras_hub"] > 0 for row in results["summary"])
     assert results["machine"]["cpu"] and "ours over KerasHub's" in result.stdout
+
+
+def test_one_section_runs_alone_and_keeps_its_rows(tmp_path, capsys):
+    """`benchmarks.self_attention --json` and `benchmarks.modern_attention
+    --parts window --json`, at smoke sizes: only what was asked is run and
+    written (and a part that does not exist is refused by name)."""
+    from benchmarks import modern_attention, self_attention
+
+    rows_file = tmp_path / "self_attention.json"
+    self_attention.main(["--smoke", "--json", str(rows_file)])
+    rows = json.loads(rows_file.read_text())
+    assert {row["contender"] for row in rows} == {
+        "keras_attention_chunked",
+        "keras_attention",
+        "keras_core",
+    }
+    parts_file, plot = tmp_path / "modern.json", tmp_path / "window.png"
+    modern_attention.main(
+        ["--smoke", "--parts", "window", "--json", str(parts_file), "--plot", str(plot)]
+    )
+    results = json.loads(parts_file.read_text())
+    assert list(results) == ["window"]
+    assert [row["length"] for row in results["window"]] == [128, 128, 256, 256]
+    assert plot.stat().st_size > 0
+    with pytest.raises(SystemExit):
+        modern_attention.main(["--smoke", "--parts", "windows"])
+    assert "--parts: invalid choice: 'windows'" in capsys.readouterr().err
