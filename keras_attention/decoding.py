@@ -23,6 +23,7 @@ from keras_attention.utils import (
     START_ID,
     check_positive_int,
     hash_uint32,
+    slice_update,
     uint32,
     uniform_from_bits,
 )
@@ -327,7 +328,7 @@ def _beam_search(
         log_probs, best = best_extensions(rows["live_log_probs"], logits, 2 * K)  # [B, 2K]
         beam, token = best // vocabulary_size, best % vocabulary_size
         source_rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
-        tokens = ops.slice_update(
+        tokens = slice_update(
             ops.take(live_tokens, source_rows, axis=0),
             (0, position),
             ops.cast(ops.reshape(token, (-1, 1)), live_tokens.dtype),
@@ -546,7 +547,7 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
             )[:, 0]
             log_prob = log_prob + ops.where(forced | frozen, 0.0, token_log_prob)
         return rows | {
-            "tokens": ops.slice_update(tokens, (0, position), token[:, None]),
+            "tokens": slice_update(tokens, (0, position), token[:, None]),
             "finished": frozen | ((token == end_id) & ~forced),
             "log_prob": log_prob,
         }, state

@@ -27,7 +27,7 @@ same weights.
 import keras
 from keras import ops
 
-from keras_attention.utils import hash_uint32, uint32
+from keras_attention.utils import hash_uint32, tensorflow_kernels_are_faster, uint32
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -56,26 +56,6 @@ class Dropout(keras.layers.Dropout):
     def draw_seed(self):
         """A new int32 seed from the layer's seed generator, one per call."""
         return keras.random.randint((), 0, 2**31 - 1, dtype="int32", seed=self.seed_generator)
-
-
-def tensorflow_kernels_are_faster():
-    """True on TensorFlow outside XLA (eagerly, or in a `tf.function`
-    without `jit_compile`). There every operation is a kernel of its own:
-    Keras's dropout is one Philox kernel and a multiply, the hash ten
-    passes over the tensor, which in a small model's step (the dates
-    Transformer) made the step 8% slower. Under XLA, which fuses the hash
-    into one loop, and on JAX, the hash is the faster."""
-    if keras.backend.backend() != "tensorflow":
-        return False
-    import tensorflow as tf
-
-    if tf.executing_eagerly():
-        return True
-    try:  # TensorFlow's own test of an XLA context (not a public API)
-        from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
-    except ImportError:  # a TensorFlow without it: Keras's kernel is always right
-        return True
-    return not GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def hashed_bits(seed, positions):

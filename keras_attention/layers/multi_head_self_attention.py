@@ -11,7 +11,7 @@ from keras_attention.layers._attention import (
 )
 from keras_attention.layers._multi_head import MultiHeadAttentionBase
 from keras_attention.layers.rotary_embedding import RotaryEmbedding
-from keras_attention.utils import check_choice, check_number, pack_outputs
+from keras_attention.utils import check_choice, check_number, pack_outputs, slice_update
 
 POSITIONS = (None, "rotary", "alibi")
 
@@ -227,10 +227,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             # cache is heads first, [B, H_kv, max_length, d], as the products read it.
             key_cache, value_cache = cache
             start = [0, 0, cache_index, 0]
-            key = ops.slice_update(key_cache, start, self._heads_first(key, key_cache.dtype))
-            value = ops.slice_update(
-                value_cache, start, self._heads_first(value, value_cache.dtype)
-            )
+            key = slice_update(key_cache, start, self._heads_first(key, key_cache.dtype))
+            value = slice_update(value_cache, start, self._heads_first(value, value_cache.dtype))
             cache = (key, value)
             # Positions after this step are not written yet: always causal.
             future_mask = causal_mask(length, ops.shape(key)[2], cache_index)
