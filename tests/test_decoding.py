@@ -541,3 +541,39 @@ def test_bad_arguments():
         decoding.sample(model, SOURCE, 4, top_p=1.5)
     with pytest.raises(ValueError, match="temperature=0"):
         decoding.sample(model, SOURCE, 4, temperature=0)
+
+
+# Where the writes run: eagerly and in a plain graph on TensorFlow, under XLA
+# on both backends (JAX's only way).
+WRITE_MODES = ["xla"] if keras.backend.backend() == "jax" else ["eager", "graph", "xla"]
+
+
+@pytest.mark.parametrize("mode", WRITE_MODES)
+def test_the_loops_write_slices_as_keras_does(mode):
+    """`utils.slice_update`, with which the decoding loops write their KV
+    caches and tokens, writes what `keras.ops.slice_update` writes, at a
+    position given as a tensor. On TensorFlow outside XLA it is TensorFlow's
+    own `TensorStridedSliceUpdate`, not Keras's `XlaDynamicUpdateSlice`."""
+    from keras_attention.utils import slice_update
+
+    cache = np.arange(2 * 3 * 6 * 4, dtype="float32").reshape(2, 3, 6, 4)
+    step = -np.ones((2, 3, 1, 4), dtype="float32")
+    expected = cache.copy()
+    expected[:, :, 4:5] = step
+
+    def write(cache, step, position):
+        return slice_update(cache, [0, 0, position, 0], step)
+
+    position = np.int32(4)
+    if mode == "eager":
+        got = write(tf.constant(cache), tf.constant(step), tf.constant(position))
+    else:
+        got = compiled(write, jit_compile=mode == "xla")(cache, step, position)
+    np.testing.assert_array_equal(to_numpy(got), expected)
+    if mode != "eager" and keras.backend.backend() == "tensorflow":
+        function = tf.function(write, jit_compile=mode == "xla")
+        graph = function.get_concrete_function(cache, step, position).graph
+        kinds = {op.type for op in graph.get_operations()}
+        native = "TensorStridedSliceUpdate" in kinds
+        assert native == (mode == "graph")
+        assert ("XlaDynamicUpdateSlice" in kinds) == (mode == "xla")
