@@ -132,7 +132,7 @@ def tensorflow_kernels_are_faster():
         return True
     try:  # TensorFlow's own test of an XLA context (not a public API)
         from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
-    except ImportError:  # a TensorFlow without it: Keras's kernel is always right
+    except ImportError:  # a TensorFlow without it: its own kernels, which XLA compiles too
         return True
     return not GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
