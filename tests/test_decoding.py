@@ -568,10 +568,10 @@ def test_the_loops_write_slices_as_keras_does(mode):
     if mode == "eager":
         got = write(tf.constant(cache), tf.constant(step), tf.constant(position))
     else:
-        got = compiled(write, jit_compile=mode == "xla")(cache, step, position)
+        function = compiled(write, jit_compile=mode == "xla")
+        got = function(cache, step, position)
     np.testing.assert_array_equal(to_numpy(got), expected)
-    if mode != "eager" and keras.backend.backend() == "tensorflow":
-        function = tf.function(write, jit_compile=mode == "xla")
+    if mode != "eager" and keras.backend.backend() == "tensorflow":  # the graph just traced
         graph = function.get_concrete_function(cache, step, position).graph
         kinds = {op.type for op in graph.get_operations()}
         native = "TensorStridedSliceUpdate" in kinds
