@@ -22,7 +22,9 @@ import dataclasses
 from pathlib import Path
 
 # The vocabulary file's extension for each tokeniser (`--tokenizer`).
-VOCABULARY_EXTENSIONS = {"character": "txt", "subword": "model"}
+# "mapped_subword" (a converted checkpoint's): the .json names the pieces'
+# ids, a .model of the same name beside it is the SentencePiece model.
+VOCABULARY_EXTENSIONS = {"character": "txt", "subword": "model", "mapped_subword": "json"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -92,3 +92,34 @@ class TokenEmbedding(keras.layers.Embedding):
             }
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class LogitsBias(keras.layers.Layer):
+    """Adds a learned bias `[V]` to logits `[..., V]`: the bias a tied
+    output projection (`TokenEmbedding(reverse=True)`) lacks, such as
+    Marian's `final_logits_bias`.
+
+    Args:
+        vocabulary_size: int, V.
+        **kwargs: base layer arguments (`name`, `dtype`).
+    """
+
+    def __init__(self, vocabulary_size, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
+        self.supports_masking = True
+
+    def build(self, input_shape=None):
+        self.bias = self.add_weight(shape=(self.vocabulary_size,), initializer="zeros", name="bias")
+
+    def call(self, logits):
+        return logits + ops.cast(self.bias, logits.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config["vocabulary_size"] = self.vocabulary_size
+        return config
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)

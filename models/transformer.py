@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers._dropout import Dropout
-from keras_attention.models.token_embedding import TokenEmbedding
+from keras_attention.models.token_embedding import LogitsBias, TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
     TransformerEncoder,
@@ -109,6 +109,18 @@ class Transformer(ZooModel):
             (the vocabularies must then be one). Default False.
         tie_output_embeddings: bool, the output projection is the target
             embedding's transpose. Default False.
+        activation: str, the dense feed-forward network's activation
+            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`).
+            Default `"relu"`.
+        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
+            Default 1e-6.
+        scale_embeddings: bool, multiply the token embeddings by
+            sqrt(model_dim), as the paper does (Llama does not). Default True.
+        output_bias: bool, a learned bias on the logits of a tied output
+            projection (an untied one always has its bias). Default False.
+        sinusoid_layout: str, with `positions="sinusoidal"`: `"interleaved"`
+            (the paper's) or `"halves"` (Marian's); see `PositionalEncoding`.
+            Default `"interleaved"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
@@ -138,6 +150,11 @@ class Transformer(ZooModel):
         use_bias=True,
         share_embeddings=False,
         tie_output_embeddings=False,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        scale_embeddings=True,
+        output_bias=False,
+        sinusoid_layout="interleaved",
         **kwargs,
     ):
         check_positive_int("source_vocabulary_size", source_vocabulary_size)
@@ -166,22 +183,32 @@ class Transformer(ZooModel):
             normalization=normalization,
             feed_forward=feed_forward,
             use_bias=use_bias,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
         )
 
         # === Layers ===
         self.source_embedding = TokenEmbedding(
-            source_vocabulary_size, model_dim, dtype=policy, name="source_embedding"
+            source_vocabulary_size,
+            model_dim,
+            scale=scale_embeddings,
+            dtype=policy,
+            name="source_embedding",
         )
         self.target_embedding = (
             self.source_embedding
             if share_embeddings
             else TokenEmbedding(
-                target_vocabulary_size, model_dim, dtype=policy, name="target_embedding"
+                target_vocabulary_size,
+                model_dim,
+                scale=scale_embeddings,
+                dtype=policy,
+                name="target_embedding",
             )
         )
         check_choice("positions", positions, POSITIONS)
-        self.positional_encoding = position_layer(positions, policy)
+        self.positional_encoding = position_layer(positions, policy, layout=sinusoid_layout)
         self.source_dropout = Dropout(dropout, dtype=policy, name="source_dropout")
         self.target_dropout = Dropout(dropout, dtype=policy, name="target_dropout")
         self.encoder = TransformerEncoder(name="encoder", **stack_kwargs)
@@ -190,6 +217,11 @@ class Transformer(ZooModel):
             None
             if tie_output_embeddings
             else keras.layers.Dense(target_vocabulary_size, dtype=policy, name="logits")
+        )
+        self.logits_bias = (
+            LogitsBias(target_vocabulary_size, dtype=policy, name="logits_bias")
+            if output_bias and tie_output_embeddings
+            else None
         )
 
         # === Functional model ===
@@ -245,9 +277,10 @@ class Transformer(ZooModel):
         return self._logits(outputs[0]), outputs[1]
 
     def _logits(self, x):
-        if self.output_projection is None:
-            return self.target_embedding(x, reverse=True)
-        return self.output_projection(x)
+        if self.output_projection is not None:
+            return self.output_projection(x)
+        logits = self.target_embedding(x, reverse=True)
+        return logits if self.logits_bias is None else self.logits_bias(logits)
 
     def attention_scores(self, inputs):
         """Every layer's attention weights for a batch, for pictures.

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers._dropout import Dropout
-from keras_attention.models.token_embedding import TokenEmbedding
+from keras_attention.models.token_embedding import LogitsBias, TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerDecoder,
     attention_positions,
@@ -116,6 +116,18 @@ class TransformerLM(ZooModel):
             sinusoidal ones.
         tie_output_embeddings: bool, the output projection is the token
             embedding's transpose. Default True.
+        activation: str, the dense feed-forward network's activation
+            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`).
+            Default `"relu"`.
+        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
+            Default 1e-6.
+        scale_embeddings: bool, multiply the token embeddings by
+            sqrt(model_dim), as the paper does (Llama does not). Default True.
+        output_bias: bool, a learned bias on the logits of a tied output
+            projection (an untied one always has its bias). Default False.
+        sinusoid_layout: str, with `positions="sinusoidal"`: `"interleaved"`
+            (the paper's) or `"halves"` (Marian's); see `PositionalEncoding`.
+            Default `"interleaved"`.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
@@ -144,6 +156,11 @@ class TransformerLM(ZooModel):
         feed_forward="dense",
         use_bias=True,
         tie_output_embeddings=True,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        scale_embeddings=True,
+        output_bias=False,
+        sinusoid_layout="interleaved",
         **kwargs,
     ):
         check_positive_int("vocabulary_size", vocabulary_size)
@@ -152,9 +169,15 @@ class TransformerLM(ZooModel):
 
         # === Layers ===
         self.token_embedding = TokenEmbedding(
-            vocabulary_size, model_dim, dtype=policy, name="token_embedding"
+            vocabulary_size,
+            model_dim,
+            scale=scale_embeddings,
+            dtype=policy,
+            name="token_embedding",
         )
-        self.positional_encoding = position_layer(positions, policy, max_length)
+        self.positional_encoding = position_layer(
+            positions, policy, max_length, layout=sinusoid_layout
+        )
         self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.decoder = TransformerDecoder(
             num_layers=num_layers,
@@ -173,6 +196,8 @@ class TransformerLM(ZooModel):
             normalization=normalization,
             feed_forward=feed_forward,
             use_bias=use_bias,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
             name="decoder",
         )
@@ -180,6 +205,11 @@ class TransformerLM(ZooModel):
             None
             if tie_output_embeddings
             else keras.layers.Dense(vocabulary_size, dtype=policy, name="logits")
+        )
+        self.logits_bias = (
+            LogitsBias(vocabulary_size, dtype=policy, name="logits_bias")
+            if output_bias and tie_output_embeddings
+            else None
         )
 
         # === Functional model ===
@@ -200,9 +230,10 @@ class TransformerLM(ZooModel):
         )
 
     def _project(self, x):
-        if self.output_projection is None:
-            return self.token_embedding(x, reverse=True)
-        return self.output_projection(x)
+        if self.output_projection is not None:
+            return self.output_projection(x)
+        logits = self.token_embedding(x, reverse=True)
+        return logits if self.logits_bias is None else self.logits_bias(logits)
 
     def logits(self, token_ids, training=None, return_attention_scores=False):
         """Token ids `[B, T]` -> next-token logits `[B, T, V]` (and weights)."""

@@ -42,6 +42,8 @@ class _Stack(Layer):
         normalization="layer_norm",
         feed_forward="dense",
         use_bias=True,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -70,6 +72,8 @@ class _Stack(Layer):
             normalization=normalization,
             feed_forward=feed_forward,
             use_bias=use_bias,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
         )
         self.blocks = [
             self.block_class(
@@ -86,7 +90,9 @@ class _Stack(Layer):
         ]
         # Pre-norm leaves the last block's output unnormalised: add a norm.
         self.final_norm = (
-            normalization_layer(normalization, 1e-6, self.dtype_policy, "final_norm")
+            normalization_layer(
+                normalization, layer_norm_epsilon, self.dtype_policy, "final_norm"
+            )
             if norm_first
             else None
         )
@@ -233,12 +239,13 @@ def encode(encoder, token_ids, embedding, positions, dropout, training=None, **k
     return encoder(x, padding_mask=padding_mask(token_ids), training=training, **kwargs)
 
 
-def position_layer(positions, dtype_policy, max_length=None):
+def position_layer(positions, dtype_policy, max_length=None, layout="interleaved"):
     """What adds positions to the embeddings: the paper's sinusoids
-    (`"sinusoidal"`), a learned table of `max_length` (`"learned"`), or
-    nothing (`"rotary"`, `"alibi"`: they are in the self-attention)."""
+    (`"sinusoidal"`, in `layout`), a learned table of `max_length`
+    (`"learned"`), or nothing (`"rotary"`, `"alibi"`: they are in the
+    self-attention)."""
     if positions == "sinusoidal":
-        return PositionalEncoding(dtype=dtype_policy, name="positional_encoding")
+        return PositionalEncoding(layout=layout, dtype=dtype_policy, name="positional_encoding")
     if positions == "learned":
         if max_length is None:
             raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")

@@ -9,6 +9,7 @@ id), `vocabulary`, `vocabulary_size`, `save` and `load`.
 
 import hashlib
 import io
+import json
 from pathlib import Path
 
 import tensorflow as tf
@@ -18,6 +19,7 @@ from keras_attention.utils import END_ID, PAD_ID, START_ID, UNKNOWN_ID  # noqa: 
 PAD, START, END, UNKNOWN = "<pad>", "<s>", "</s>", "<unk>"
 RESERVED = (PAD, START, END, UNKNOWN)
 TOKENIZERS = ("character", "subword")
+WORD_BOUNDARY = "\u2581"  # SentencePiece's "▁", a space before a word
 
 
 def _before_end(ids):
@@ -125,6 +127,41 @@ def _named_model_resource(model):
     return NamedModelResource(model, name=None)
 
 
+class SentencePieceOps(tf.Module):
+    """TF Text's SentencePiece tokenizer over a serialized `model`, giving
+    `out_type` (tf.int32 ids or tf.string pieces) from `tokenize`."""
+
+    def __init__(self, model, out_type, name=None):
+        super().__init__(name=name)
+        self.model, self.out_type = model, out_type
+        self._tokenizer = self._make_tokenizer()
+
+    def _make_tokenizer(self):
+        import tensorflow_text
+
+        tokenizer = tensorflow_text.SentencepieceTokenizer(model=self.model, out_type=self.out_type)
+        # TF Text's SentencePiece resource has no name of its own: in a
+        # reloaded SavedModel with two of them (a translation model's source
+        # and target vocabularies), both ops used one model, the last made
+        # (seen with tensorflow-text 2.20). Named by a hash of the model,
+        # each resource is its own, and equal models may share one.
+        tokenizer._model_resource = _named_model_resource(self.model)
+        return tokenizer
+
+    def __call__(self, method, argument):
+        """`self._tokenizer.method(argument)`. `tf.random.set_seed` (which
+        `keras.utils.set_random_seed` calls) clears TensorFlow's eager caches
+        and with them the SentencePiece resource made when this tokeniser
+        was: eagerly, it is made again once."""
+        try:
+            return getattr(self._tokenizer, method)(argument)
+        except tf.errors.NotFoundError:
+            if not tf.executing_eagerly():
+                raise
+            self._tokenizer = self._make_tokenizer()
+            return getattr(self._tokenizer, method)(argument)
+
+
 class SubwordTokenizer(tf.Module):
     """A SentencePiece (unigram) subword vocabulary, trained with
     `sentencepiece` and applied in the graph by `tensorflow_text`, whose ops
@@ -142,32 +179,7 @@ class SubwordTokenizer(tf.Module):
         self.model = bytes(model)
         processor = sentencepiece.SentencePieceProcessor(model_proto=self.model)
         self.vocabulary = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-        self._tokenizer = self._make_tokenizer()
-
-    def _make_tokenizer(self):
-        import tensorflow_text
-
-        tokenizer = tensorflow_text.SentencepieceTokenizer(model=self.model, out_type=tf.int32)
-        # TF Text's SentencePiece resource has no name of its own: in a
-        # reloaded SavedModel with two of them (a translation model's source
-        # and target vocabularies), both ops used one model, the last made
-        # (seen with tensorflow-text 2.20). Named by a hash of the model,
-        # each resource is its own, and equal models may share one.
-        tokenizer._model_resource = _named_model_resource(self.model)
-        return tokenizer
-
-    def _call(self, method, argument):
-        """`self._tokenizer.method(argument)`. `tf.random.set_seed` (which
-        `keras.utils.set_random_seed` calls) clears TensorFlow's eager caches
-        and with them the SentencePiece resource made when this tokeniser
-        was: eagerly, it is made again once."""
-        try:
-            return getattr(self._tokenizer, method)(argument)
-        except tf.errors.NotFoundError:
-            if not tf.executing_eagerly():
-                raise
-            self._tokenizer = self._make_tokenizer()
-            return getattr(self._tokenizer, method)(argument)
+        self._sentencepiece = SentencePieceOps(self.model, tf.int32)
 
     @classmethod
     def train(cls, texts, vocabulary_size):
@@ -204,13 +216,13 @@ class SubwordTokenizer(tf.Module):
 
     def tokenize(self, texts):
         """`tf.string [B]` -> int32 `RaggedTensor [B, None]`, no start or end id."""
-        return self._call("tokenize", texts)
+        return self._sentencepiece("tokenize", texts)
 
     def detokenize(self, ids):
         """int `[B, T]` -> `tf.string [B]`, up to the first end id."""
         ids = tf.cast(ids, tf.int32)
         keep = _before_end(ids) & (ids >= len(RESERVED))
-        return self._call("detokenize", tf.ragged.boolean_mask(ids, keep))
+        return self._sentencepiece("detokenize", tf.ragged.boolean_mask(ids, keep))
 
     def save(self, path):
         Path(path).write_bytes(self.model)
@@ -224,6 +236,116 @@ class SubwordTokenizer(tf.Module):
             return cls(path.read_bytes())
         except RuntimeError as error:
             raise ValueError(f"{path} is not a SentencePiece model: {error}") from None
+
+
+class MappedSubwordTokenizer(tf.Module):
+    """A SentencePiece model whose pieces are looked up in a vocabulary of
+    their own: the tokenisers of converted checkpoints (OPUS-MT's
+    `source.spm` with its `vocab.json`, Llama's `tokenizer.model`), applied
+    in the graph by `tensorflow_text`.
+
+    The vocabulary is in this package's id order: ids 0-3 are padding,
+    start, end and unknown, and the checkpoint's other ids follow
+    (`keras_attention.convert` makes the order).
+
+    Args:
+        model: the serialized SentencePiece model (bytes).
+        pieces: list of str, the token of each id.
+        append_end: bool, end every tokenised text with the end id (Marian's
+            sources end with `</s>`). Default False.
+        language_codes: bool, a text that starts with `>>code<<` keeps that
+            code whole, as one token, before its pieces (multi-target
+            OPUS-MT models). Default False.
+        byte_fallback: bool, detokenise through the SentencePiece model,
+            which turns byte pieces (`<0xE2>`) back into bytes (Llama);
+            otherwise the pieces are joined, "▁" becomes a space and the
+            ends are stripped, as `MarianTokenizer` does. Default False.
+    """
+
+    def __init__(
+        self, model, pieces, append_end=False, language_codes=False, byte_fallback=False, name=None
+    ):
+        super().__init__(name=name)
+        import sentencepiece
+
+        self.model = bytes(model)
+        self.vocabulary = list(pieces)
+        self.append_end = bool(append_end)
+        self.language_codes = bool(language_codes)
+        self.byte_fallback = bool(byte_fallback)
+        if tuple(self.vocabulary[: len(RESERVED)]) != RESERVED:
+            raise ValueError(
+                f"A mapped vocabulary starts with {', '.join(RESERVED)}. "
+                f"Received: {self.vocabulary[: len(RESERVED)]}"
+            )
+        ids = tf.range(len(self.vocabulary), dtype=tf.int32)
+        self._tokens = tf.constant(self.vocabulary)
+        self._ids = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(self._tokens, ids), default_value=UNKNOWN_ID
+        )
+        if self.byte_fallback:
+            processor = sentencepiece.SentencePieceProcessor(model_proto=self.model)
+            model_ids = [processor.piece_to_id(piece) for piece in self.vocabulary]
+            self._model_ids = tf.constant(model_ids, tf.int32)  # ours -> the model's
+        self._sentencepiece = SentencePieceOps(self.model, tf.string)
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def tokenize(self, texts):
+        """`tf.string [B]` -> int32 `RaggedTensor [B, None]`: no start id; the
+        end id only with `append_end`."""
+        codes = tf.zeros([tf.shape(texts)[0], 0], tf.string)
+        if self.language_codes:
+            # `MarianTokenizer.remove_language_code`: ">>" up to the first "<<".
+            has_code = tf.strings.regex_full_match(texts, "(?s)>>.*?<<.*")
+            code = tf.strings.regex_replace(texts, "(?s)^(>>.*?<<).*$", "\\1")
+            codes = tf.ragged.boolean_mask(code[:, None], has_code[:, None])
+            texts = tf.where(has_code, tf.strings.regex_replace(texts, "(?s)^>>.*?<<", ""), texts)
+        pieces = tf.concat([codes, self._sentencepiece("tokenize", texts)], axis=1)
+        ids = tf.ragged.map_flat_values(self._ids.lookup, pieces)
+        if self.append_end:
+            ends = tf.fill([ids.nrows(), 1], END_ID)
+            ids = tf.concat([ids, tf.RaggedTensor.from_tensor(ends)], axis=1)
+        return ids
+
+    def detokenize(self, ids):
+        """int `[B, T]` -> `tf.string [B]`, up to the first end id, without
+        the reserved ids (Hugging Face's `skip_special_tokens=True`)."""
+        ids = tf.cast(ids, tf.int32)
+        kept = tf.ragged.boolean_mask(ids, _before_end(ids) & (ids >= len(RESERVED)))
+        if self.byte_fallback:
+            model_ids = tf.ragged.map_flat_values(tf.gather, self._model_ids, kept)
+            return self._sentencepiece("detokenize", model_ids)
+        text = tf.strings.reduce_join(tf.gather(self._tokens, kept), axis=-1)
+        return tf.strings.strip(tf.strings.regex_replace(text, WORD_BOUNDARY, " "))
+
+    def save(self, path):
+        """Writes the vocabulary and options as JSON to `path` and the
+        SentencePiece model beside it (`path` with the suffix `.model`)."""
+        path = Path(path)
+        path.with_suffix(".model").write_bytes(self.model)
+        options = {
+            "pieces": self.vocabulary,
+            "append_end": self.append_end,
+            "language_codes": self.language_codes,
+            "byte_fallback": self.byte_fallback,
+        }
+        path.write_text(json.dumps(options, ensure_ascii=False, indent=0) + "\n", "utf-8")
+
+    @classmethod
+    def load(cls, path):
+        path = Path(path)
+        model = path.with_suffix(".model")
+        for file in (path, model):
+            if not file.is_file():
+                raise FileNotFoundError(f"No mapped vocabulary file at {file}")
+        try:
+            options = json.loads(path.read_text("utf-8"))
+            return cls(model.read_bytes(), **options)
+        except (ValueError, TypeError, RuntimeError) as error:
+            raise ValueError(f"{path} is not a mapped vocabulary: {error}") from None
 
 
 def token_ids(tokenizer, texts, max_length):
@@ -247,11 +369,15 @@ def load_run_tokenizer(files, config, side):
     `RunFiles`, `config` its `config.json` as a dict, whose "tokenizer"
     names the kind. A ValueError that names the file when the kind or the
     vocabulary file is missing."""
-    kinds = {"character": CharacterTokenizer, "subword": SubwordTokenizer}
+    kinds = {
+        "character": CharacterTokenizer,
+        "subword": SubwordTokenizer,
+        "mapped_subword": MappedSubwordTokenizer,
+    }
     kind = config.get("tokenizer")
     if kind not in kinds:
         raise ValueError(
-            f"{files.config} names no tokenizer (character or subword): tokenizer={kind!r}"
+            f"{files.config} names no tokenizer ({', '.join(kinds)}): tokenizer={kind!r}"
         )
     file = files.vocabulary(side, kind)
     if not file.is_file():

@@ -3,7 +3,9 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.utils import check_positive_int
+from keras_attention.utils import check_choice, check_positive_int
+
+LAYOUTS = ("interleaved", "halves")
 
 
 def check_length_fits(length, start_index, max_length):
@@ -29,6 +31,10 @@ class PositionalEncoding(keras.layers.Layer):
     Args:
         max_length: optional int; when given, a static sequence longer than
             this raises `ValueError`. Default None (no limit).
+        layout: `"interleaved"` (the paper's: sines at even dimensions,
+            cosines at odd ones) or `"halves"` (the same sines in the first
+            half of the vector and the cosines in the second, as tensor2tensor
+            and Marian, so OPUS-MT's weights, have them). Default `"interleaved"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -46,26 +52,32 @@ class PositionalEncoding(keras.layers.Layer):
     (1, 4, 6)
     """
 
-    def __init__(self, max_length=None, **kwargs):
+    def __init__(self, max_length=None, layout="interleaved", **kwargs):
         super().__init__(**kwargs)
         self.max_length = check_positive_int("max_length", max_length, allow_none=True)
+        self.layout = check_choice("layout", layout, LAYOUTS)
         self.supports_masking = True
 
     def call(self, x, start_index=0):
         length, depth = x.shape[1], x.shape[-1]
         check_length_fits(length, start_index, self.max_length)
         positions = ops.cast(ops.arange(ops.shape(x)[1]) + start_index, "float32")  # [T]
-        # 1 / 10000^(2i / d_model) for each pair (2i, 2i + 1) of dimensions.
-        pair = ops.cast(ops.arange(depth) // 2, "float32")  # [D]: 0, 0, 1, 1, ...
-        frequencies = ops.exp(pair * (-2.0 * math.log(10000.0) / depth))  # [D]
+        # 1 / 10000^(2i / d_model) for each pair i of a sine and a cosine:
+        # dimensions (2i, 2i + 1) interleaved, (i, d_model / 2 + i) in halves.
+        dimension = ops.arange(depth)
+        if self.layout == "interleaved":
+            pair, is_sine = dimension // 2, dimension % 2 == 0  # [D]: 0, 0, 1, 1, ...
+        else:
+            half = (depth + 1) // 2
+            pair, is_sine = dimension % half, dimension < half  # [D]: 0, 1, .., 0, 1, ..
+        frequencies = ops.exp(ops.cast(pair, "float32") * (-2.0 * math.log(10000.0) / depth))
         angles = ops.expand_dims(positions, 1) * frequencies  # [T, D]
-        is_even = ops.arange(depth) % 2 == 0
-        encoding = ops.where(is_even, ops.sin(angles), ops.cos(angles))  # [T, D]
+        encoding = ops.where(is_sine, ops.sin(angles), ops.cos(angles))  # [T, D]
         return x + ops.cast(encoding, x.dtype)
 
     def get_config(self):
         config = super().get_config()
-        config["max_length"] = self.max_length
+        config.update({"max_length": self.max_length, "layout": self.layout})
         return config
 
     def compute_output_shape(self, x_shape):

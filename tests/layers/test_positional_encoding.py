@@ -64,3 +64,38 @@ def test_bad_arguments():
         PositionalEncoding(max_length=0)
     with pytest.raises(ValueError, match="max_length=4"):
         PositionalEncoding(max_length=4)(np.zeros((1, 5, 2), "float32"))
+
+
+def halves_encoding(length, depth, start=0):
+    """Marian's table (transformers' `MarianSinusoidalPositionalEmbedding`):
+    every sine first, then every cosine, from the paper's angles."""
+    angles = np.array(
+        [[pos / 10000 ** (2 * (j // 2) / depth) for j in range(depth)] for pos in range(length)]
+    )
+    half = depth // 2 + depth % 2
+    table = np.zeros((length, depth))
+    table[:, :half] = np.sin(angles[:, 0::2])
+    table[:, half:] = np.cos(angles[:, 1::2])
+    return table[start:]
+
+
+@given(length=st.integers(1, 60), depth=st.integers(1, 33), start=st.integers(0, 200))
+def test_halves_equal_marians_table(length, depth, start):
+    x = np.zeros((1, length, depth), "float32")
+    encoded = to_numpy(PositionalEncoding(layout="halves")(x, start_index=start))[0]
+    np.testing.assert_allclose(
+        encoded, halves_encoding(start + length, depth)[start:], atol=2e-4
+    )
+
+
+def test_halves_round_trip_and_bad_layout(tmp_path):
+    x = np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32")
+    run_layer_test(
+        PositionalEncoding,
+        {"layout": "halves"},
+        {"x": x},
+        expected_shape=(2, 5, 8),
+        tmp_path=tmp_path,
+    )
+    with pytest.raises(ValueError, match="layout"):
+        PositionalEncoding(layout="concatenated")

@@ -1,0 +1,115 @@
+"""Hugging Face checkpoints in: a local checkpoint folder becomes one of our
+models with its tokenisers, and a run folder that everything reading a
+finished run (the export command, the explorer, the client) reads as it is.
+
+    python -m keras_attention.convert CHECKPOINT_DIR --output-dir RUN [--no-export] [--overwrite]
+
+One module per family maps the checkpoint's names and shapes onto our
+builders' options and our layers' weights (`marian`: OPUS-MT; `llama`:
+Llama and Mistral), chosen by `config.json`'s `model_type`. The weights are
+read with numpy alone (`checkpoint.py`): neither torch nor transformers is
+needed. What a family does not implement (a `rope_scaling` kind, an
+activation, a tokenizer) is refused by name and value, never converted
+approximately.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+from keras_attention.convert import llama, marian
+from keras_attention.convert.checkpoint import Checkpoint, CheckpointError
+
+FAMILIES = {model_type: family for family in (marian, llama) for model_type in family.MODEL_TYPES}
+
+__all__ = ["Converted", "CheckpointError", "convert", "from_huggingface"]
+
+
+@dataclasses.dataclass
+class Converted:
+    """A converted checkpoint: `model` (a `Transformer` or `TransformerLM`),
+    `tokenizers` (`{"source", "target"}` or `{"text"}`) and `config`, the
+    run's `config.json` (task, tokenizer kind, beam size, length)."""
+
+    model: object
+    tokenizers: dict
+    config: dict
+
+
+def family_of(checkpoint):
+    """The family module for the checkpoint's `model_type` and `architectures`."""
+    model_type = checkpoint.config.get("model_type")
+    if model_type not in FAMILIES:
+        checkpoint.refuse("model_type", model_type, f"is not one of {sorted(FAMILIES)}")
+    family = FAMILIES[model_type]
+    for architecture in checkpoint.config.get("architectures") or family.ARCHITECTURES[:1]:
+        if architecture not in family.ARCHITECTURES:
+            checkpoint.refuse(
+                "architectures",
+                checkpoint.config["architectures"],
+                (f"names {architecture!r}; {model_type} converts {list(family.ARCHITECTURES)}"),
+            )
+    return family
+
+
+def from_huggingface(path):
+    """Reads the Hugging Face checkpoint folder `path` (config.json,
+    model.safetensors or its shards, the tokenizer files,
+    generation_config.json) and returns a `Converted`: our model with the
+    checkpoint's weights, its tokenisers, and its run config.
+
+    Raises `CheckpointError` (a ValueError) naming the file or key of what
+    cannot be converted exactly.
+    """
+    from keras_attention.models import build_transformer, build_transformer_lm
+
+    checkpoint = Checkpoint(path)
+    family = family_of(checkpoint)
+    arguments, sides = family.read(checkpoint)
+    tokenizers = family.tokenizers(checkpoint, sides)
+    if family.TASK == "translation":
+        model = build_transformer(
+            tokenizers["source"].vocabulary_size, tokenizers["target"].vocabulary_size, **arguments
+        )
+    else:
+        model = build_transformer_lm(tokenizers["text"].vocabulary_size, **arguments)
+    family.load_weights(model, checkpoint.weights(), sides, checkpoint.config)
+    config = {
+        "task": family.TASK,
+        "tokenizer": "mapped_subword",
+        **family.run_settings(checkpoint),
+        "converted_from": {
+            "checkpoint": str(Path(path).resolve()),
+            "model_type": checkpoint.config["model_type"],
+            "architectures": checkpoint.config.get("architectures"),
+        },
+    }
+    return Converted(model, tokenizers, config)
+
+
+def convert(path, output_dir, export=True, overwrite=False):
+    """Converts the checkpoint folder `path` into the run folder `output_dir`
+    (config.json, the vocabularies, model.keras and, with `export`, the TF
+    Serving export under `serving/`), written whole or not at all; returns
+    `output_dir`. An existing `output_dir` is refused unless `overwrite`."""
+    from keras_attention.files import write_folder_atomically
+    from keras_attention.run_files import RunFiles
+
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not overwrite:
+        raise FileExistsError(f"{output_dir} already exists; pass --overwrite to replace it")
+    converted = from_huggingface(path)
+    config = {**converted.config, "export_name": output_dir.name}
+
+    def write(folder):
+        files = RunFiles(folder)
+        files.config.write_text(json.dumps(config, indent=2) + "\n")
+        for side, tokenizer in converted.tokenizers.items():
+            tokenizer.save(files.vocabulary(side, config["tokenizer"]))
+        converted.model.save(files.model)
+        if export:
+            from keras_attention.export.__main__ import export_run
+
+            export_run(files.model, folder)
+
+    return write_folder_atomically(output_dir, write, replace=overwrite)
