@@ -38,6 +38,9 @@ class Decodable(Protocol):
     prompt with its continuation. False for an encoder-decoder, whose inputs
     are source ids; decoding starts from `start_id` and returns only what
     it generated.
+
+    `suppressed_ids` (optional): token ids never generated, which still
+    count in each step's softmax (a converted Marian model's `<pad>`).
     """
 
     is_decoder_only: bool
@@ -304,13 +307,18 @@ def _beam_search(
     def penalty(length):
         return _length_penalty(length, length_penalty)
 
+    suppressed = bool(getattr(model, "suppressed_ids", None))
+
     def step(index, rows, hypotheses, row_ids):
         prompt_length, end_length = rows["prompt_length"], rows["end_length"]  # [B, 1]
         live_tokens = hypotheses["live_tokens"]
         logits, state = model.decoding_step(live_tokens, index, hypotheses["state"])
         batch_size, vocabulary_size = ops.shape(prompt_length)[0], ops.shape(logits)[-1]
         row_start = ops.arange(batch_size)[:, None]  # [B, 1]
-        logits = ops.reshape(_no_padding(logits), (batch_size, K, vocabulary_size))
+        logits = _no_padding(logits)
+        if suppressed:  # log-probabilities over every token, then the suppressed ones out
+            logits = _never_generated(model, ops.log_softmax(logits))
+        logits = ops.reshape(logits, (batch_size, K, vocabulary_size))
         position = index + 1
         forced = position < prompt_length  # [B, 1]: still inside the prompt
         full = position >= end_length  # [B, 1]: no room left (a limit of 0)
@@ -325,7 +333,9 @@ def _beam_search(
 
         # The 2K best extensions: at most K of them end with the end token,
         # so at least K stay live.
-        log_probs, best = best_extensions(rows["live_log_probs"], logits, 2 * K)  # [B, 2K]
+        log_probs, best = best_extensions(
+            rows["live_log_probs"], logits, 2 * K, normalized=suppressed
+        )  # [B, 2K]
         beam, token = best // vocabulary_size, best % vocabulary_size
         source_rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
         tokens = slice_update(
@@ -536,7 +546,7 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
         position = index + 1
         forced = position < prompt_length
         frozen = rows["finished"] | (position >= end_length)
-        chosen = ops.cast(choose(logits, position, row_ids), tokens.dtype)
+        chosen = ops.cast(choose(_never_generated(model, logits), position, row_ids), tokens.dtype)
         token = ops.where(
             forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
         )
@@ -603,6 +613,18 @@ def _no_padding(logits):
     return ops.where(is_padding, NEG_INF, logits)
 
 
+def _never_generated(model, scores):
+    """`scores [..., V]` with the model's `suppressed_ids` at NEG_INF: tokens
+    it never generates that still count in each step's softmax (Hugging
+    Face's `bad_words_ids`, such as Marian's `<pad>`)."""
+    suppressed = getattr(model, "suppressed_ids", None)
+    if not suppressed:
+        return scores
+    vocabulary = ops.arange(ops.shape(scores)[-1])
+    is_suppressed = ops.any(vocabulary[:, None] == ops.array(list(suppressed))[None, :], axis=1)
+    return ops.where(is_suppressed, NEG_INF, scores)
+
+
 def _check_positive_int(name, value, ranks=(0,)):
     """A Python int must be >= 1. An integer tensor of one of `ranks` passes
     unchecked: a TF graph (such as an exported signature) may pass one, and
@@ -626,7 +648,7 @@ def _limits(max_length):
     return ops.maximum(ops.max(max_length), 1), ops.cast(max_length, "int32")
 
 
-def best_extensions(log_probs, logits, k, block_size=64):
+def best_extensions(log_probs, logits, k, block_size=64, normalized=False):
     """The k best extensions of K hypotheses by one token each: `ops.top_k`
     over the `[B, K * V]` candidates `log_probs + log_softmax(logits)`,
     the same values and indices (ties to the lower index), without making
@@ -637,6 +659,8 @@ def best_extensions(log_probs, logits, k, block_size=64):
         logits: `[B, K, V]`, the next token's logits for each hypothesis.
         k: int, how many extensions to keep.
         block_size: int, the vocabulary is read in blocks of this many.
+        normalized: bool, `logits` are log-probabilities already (not
+            normalised again).
 
     Returns:
         `(values [B, k], indices [B, k])`, best first; index `j * V + v`
@@ -662,6 +686,8 @@ def best_extensions(log_probs, logits, k, block_size=64):
     block_largest = ops.max(blocks, axis=-1)  # [B, K, blocks]
     largest = ops.max(block_largest, axis=-1, keepdims=True)  # [B, K, 1]
     log_sum = ops.log(ops.sum(ops.exp(logits - largest), axis=-1, keepdims=True))  # [B, K, 1]
+    if normalized:
+        largest = log_sum = ops.zeros_like(largest)
 
     def score(x, beam_largest, beam_log_sum, beam_log_probs):
         """log_softmax, as XLA computes it, plus the hypothesis's log-probability."""

@@ -128,6 +128,10 @@ class TransformerLM(ZooModel):
         sinusoid_layout: str, with `positions="sinusoidal"`: `"interleaved"`
             (the paper's) or `"halves"` (Marian's); see `PositionalEncoding`.
             Default `"interleaved"`.
+        suppressed_ids: optional list of ints, token ids that decoding never
+            generates but that still count in each step's softmax, as Hugging
+            Face's `bad_words_ids` (a converted Marian model's `<pad>`).
+            Default None.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
@@ -161,6 +165,7 @@ class TransformerLM(ZooModel):
         scale_embeddings=True,
         output_bias=False,
         sinusoid_layout="interleaved",
+        suppressed_ids=None,
         **kwargs,
     ):
         check_positive_int("vocabulary_size", vocabulary_size)

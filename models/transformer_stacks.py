@@ -90,9 +90,7 @@ class _Stack(Layer):
         ]
         # Pre-norm leaves the last block's output unnormalised: add a norm.
         self.final_norm = (
-            normalization_layer(
-                normalization, layer_norm_epsilon, self.dtype_policy, "final_norm"
-            )
+            normalization_layer(normalization, layer_norm_epsilon, self.dtype_policy, "final_norm")
             if norm_first
             else None
         )

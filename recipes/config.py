@@ -16,7 +16,20 @@ from keras_attention.recipes.strategy import STRATEGIES, ExportFailed, check_bac
 from keras_attention.utils import check_choice
 
 SCHEDULES = ("constant", "warmup")
+# Flags that make a model or a vocabulary, which `--init-from` takes from its run.
+INIT_FROM_CONFLICTS = (
+    "tokenizer",
+    "vocabulary_size",
+    "model_preset",
+    "model_overrides",
+    "shared_vocabulary",
+    "chunk_size",
+)
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class InitFromError(ValueError):
+    """`--init-from` names no finished run, or a flag contradicts it."""
 
 
 # --- Config: a dataclass, one flag per field, the field's help as its help ---
@@ -74,8 +87,16 @@ class TrainingConfig:
         False, "skip (and count) lines of the files that lack a column, instead of stopping"
     )
     data_dir: str | None = flag(None, "TFDS data folder; None uses TFDS's default")
+    init_from: str | None = flag(
+        None,
+        "a finished run to fine-tune (a recipe's, or a checkpoint converted by python -m "
+        "keras_attention.convert): its model and tokenizers are kept, not made anew",
+    )
     tokenizer: str | None = flag(
-        None, "character, or subword (SentencePiece); None: chosen for the data", choices=TOKENIZERS
+        None,
+        "character, or subword (SentencePiece); None: chosen for the data "
+        "(mapped_subword: a converted checkpoint's, kept by --init-from)",
+        choices=(*TOKENIZERS, "mapped_subword"),
     )
     vocabulary_size: int | None = flag(
         None,
@@ -157,6 +178,11 @@ class TrainingConfig:
             if getattr(self, name) and not self.train_file:
                 raise ValueError(f"--{name.replace('_', '-')} needs --train-file")
         check_backend_options(self.strategy, self.jit_compile, self.deterministic)
+        if self.tokenizer == "mapped_subword" and not self.init_from:
+            raise ValueError(
+                "--tokenizer mapped_subword is a converted checkpoint's: fine-tune one with "
+                "--init-from RUN"
+            )
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
                 "--model-overrides must be a JSON object of builder arguments; "
@@ -183,6 +209,7 @@ def main(recipe_class, presets, argv=None, description=None):
         FileExistsError,
         ExportFailed,
         UnknownArgument,  # a typo in --model-overrides
+        InitFromError,
     ) as error:
         raise SystemExit(f"error: {error}") from None
 

@@ -126,8 +126,11 @@ class LanguageModelRecipe(Recipe):
             splits = self.read_files(lambda path: (text_files.read_lines(path), 0))
         train_texts = self.texts("train", splits).take(config.train_examples or -1)
         train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
+        initial = self.initial_run(("text",))
+        if initial:
+            tokenizers, self.config = initial
         config = self.choose_for_data(train_strings)
-        tokenizer = train_tokenizer(config, train_strings)
+        tokenizer = tokenizers["text"] if initial else train_tokenizer(config, train_strings)
         warn_if_truncated("texts", tokenizer, train_strings, config.max_length - 1)
         tokenizer.save(RunFiles(output_dir).vocabulary("text", config.tokenizer))
 
@@ -152,6 +155,8 @@ class LanguageModelRecipe(Recipe):
 
     def build_model(self, data):
         config = data.config
+        if config.init_from:
+            return self.initial_model()
         overrides = dict(config.model_overrides)
         if config.chunk_size is not None:
             overrides.setdefault("chunk_size", config.chunk_size)

@@ -3,6 +3,7 @@ starting a run, tokenisers, the optimizer, batching, and `fit`, one epoch
 at a time and resumable at any step."""
 
 import dataclasses
+import json
 import time
 import typing
 from pathlib import Path
@@ -12,13 +13,22 @@ import tensorflow as tf
 
 from keras_attention import visualize
 from keras_attention.data import text_files
-from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
+from keras_attention.data.tokenizers import (
+    CharacterTokenizer,
+    SubwordTokenizer,
+    load_run_tokenizer,
+)
 from keras_attention.files import write_json
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy, TransformerSchedule
 from keras_attention.recipes import resume
 from keras_attention.recipes.attention_images import AttentionImages, watched_examples
 from keras_attention.recipes.choices import epochs_for, vocabulary_size_for
-from keras_attention.recipes.config import PRECISIONS, TrainingConfig
+from keras_attention.recipes.config import (
+    INIT_FROM_CONFLICTS,
+    PRECISIONS,
+    InitFromError,
+    TrainingConfig,
+)
 from keras_attention.recipes.strategy import make_strategy, saving_alone
 from keras_attention.run_files import RunFiles
 from keras_attention.utils import check_choice
@@ -309,6 +319,44 @@ class Recipe:
         print("Examples: " + ", ".join(described))
         return splits
 
+    def initial_run(self, sides):
+        """The run `--init-from` names: `(tokenizers, config)`, its tokenisers
+        for `sides` ("source", "target" or "text") and `self.config` with
+        the run's tokeniser kind and model in place of what would be made
+        for the data (None without `--init-from`)."""
+        config = self.config
+        if not config.init_from:
+            return None
+        for name in INIT_FROM_CONFLICTS:  # what would make a model or vocabulary anew
+            value = getattr(config, name, None)
+            if value not in (None, {}, False):
+                raise InitFromError(
+                    f"--{name.replace('_', '-')} {value!r} (given, or set by --preset) "
+                    f"contradicts --init-from {config.init_from}, whose model and tokenizers "
+                    "are kept"
+                )
+        files = RunFiles(config.init_from)
+        for needed in (files.config, files.model):
+            if not needed.is_file():
+                raise InitFromError(
+                    f"--init-from {config.init_from} is not a finished run: {needed} not found"
+                )
+        run_config = json.loads(files.config.read_text("utf-8"))
+        try:
+            tokenizers = {side: load_run_tokenizer(files, run_config, side) for side in sides}
+        except ValueError as error:
+            raise InitFromError(f"--init-from {config.init_from}: {error}") from None
+        print(f"Fine-tuning {files.model}: its model and tokenizers ({run_config['tokenizer']})")
+        return tokenizers, dataclasses.replace(
+            config, tokenizer=run_config["tokenizer"], model_preset=f"from {files.folder}"
+        )
+
+    def initial_model(self):
+        """The model of `--init-from`'s run (call under the strategy's scope)."""
+        import keras_attention.models  # noqa: F401  (registers the model classes)
+
+        return keras.saving.load_model(RunFiles(self.config.init_from).model)
+
     @property
     def built_in_task(self):
         """Whether this run trains on the built-in dates task, whose defaults
@@ -332,6 +380,8 @@ class Recipe:
             epochs=self.built_in_epochs if built_in else epochs_for(texts),
             **recipe_choices,
         )
+        if config.init_from:  # the run's vocabulary and model are kept
+            choices.pop("vocabulary_size"), choices.pop("model_preset")
         chosen = {name: value for name, value in choices.items() if getattr(config, name) is None}
         config = dataclasses.replace(config, **chosen)
         if config.tokenizer == "character":

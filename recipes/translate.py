@@ -223,8 +223,13 @@ class TranslateRecipe(Recipe):
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = texts(train_pairs)
         sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
+        initial = self.initial_run(("source", "target"))
+        if initial:
+            tokenizers, self.config = initial
         config = self.choose_for_data(sources + targets, beam_size=1 if self.built_in_task else 4)
-        if config.shared_vocabulary:
+        if initial:
+            tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
+        elif config.shared_vocabulary:
             tokenizer = target_tokenizer = train_tokenizer(config, sources + targets)
         else:
             tokenizer = train_tokenizer(config, sources)
@@ -256,6 +261,8 @@ class TranslateRecipe(Recipe):
 
     def build_model(self, data):
         config = data.config
+        if config.init_from:
+            return self.initial_model()
         return MODELS[config.model](
             data.tokenizer.vocabulary_size,
             data.target_tokenizer.vocabulary_size,

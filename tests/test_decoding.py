@@ -212,12 +212,15 @@ def test_graph_and_xla_give_the_eager_tokens(name):
     np.testing.assert_array_equal(to_numpy(beam_graph(inputs)), beam)
 
 
-def every_extension(log_probs, logits, k):
+def every_extension(log_probs, logits, k, normalized=False):
     """`decoding.best_extensions` the plain way: every candidate made, then
-    `top_k` over all of them."""
-    largest = ops.max(logits, axis=-1, keepdims=True)
-    log_sum = ops.log(ops.sum(ops.exp(logits - largest), axis=-1, keepdims=True))
-    candidates = ((logits - largest) - log_sum) + log_probs[..., None]
+    `top_k` over all of them (`normalized`: the logits are log-probabilities)."""
+    if normalized:
+        candidates = logits + log_probs[..., None]
+    else:
+        largest = ops.max(logits, axis=-1, keepdims=True)
+        log_sum = ops.log(ops.sum(ops.exp(logits - largest), axis=-1, keepdims=True))
+        candidates = ((logits - largest) - log_sum) + log_probs[..., None]
     batch_size, beams, vocabulary_size = logits.shape
     return ops.top_k(ops.reshape(candidates, (batch_size, beams * vocabulary_size)), k)
 
@@ -230,9 +233,10 @@ def every_extension(log_probs, logits, k):
     k=st.integers(1, 8),
     ties=st.booleans(),
     seed=st.integers(0, 2**16),
+    normalized=st.booleans(),
 )
 def test_best_extensions_equal_top_k_over_every_extension(
-    batch_size, beams, vocabulary_size, k, ties, seed
+    batch_size, beams, vocabulary_size, k, ties, seed, normalized
 ):
     """The same values and indices as `top_k` over every candidate, ties to
     the lower index, whatever the vocabulary's size (not a multiple of the
@@ -247,9 +251,10 @@ def test_best_extensions_equal_top_k_over_every_extension(
         logits[..., rng.integers(0, vocabulary_size, vocabulary_size // 3)] = -1e9
         log_probs[:, 1:] = log_probs[:, :1]
     blocks = compiled(
-        lambda p, x: decoding.best_extensions(p, x, k, block_size=4), jit_compile=True
+        lambda p, x: decoding.best_extensions(p, x, k, block_size=4, normalized=normalized),
+        jit_compile=True,
     )
-    plain = compiled(lambda p, x: every_extension(p, x, k), jit_compile=True)
+    plain = compiled(lambda p, x: every_extension(p, x, k, normalized), jit_compile=True)
     values, indices = blocks(log_probs, logits)
     expected_values, expected_indices = plain(log_probs, logits)
     np.testing.assert_array_equal(to_numpy(values), to_numpy(expected_values))
@@ -370,6 +375,31 @@ def test_beam_search_finds_the_best_sequence(alpha, seed):
     tokens = [t for t in to_numpy(tokens)[0] if t != 0]
     assert tokens == expected
     np.testing.assert_allclose(to_numpy(score)[0], expected_score, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_suppressed_ids_count_in_the_softmax_but_are_never_generated(seed):
+    """A model's `suppressed_ids` (Hugging Face's `bad_words_ids`): the best
+    sequence without them, each step's log-probabilities normalised over
+    every token, them included."""
+    table = np.random.default_rng(seed).normal(scale=2.0, size=(5, 5)).astype("float32")
+    table[:, 3] += 3.0  # the suppressed token would often be the best
+    model = MarkovModel(table)
+    model.suppressed_ids = [3]
+    tokens, score = decoding.beam_search(
+        model, np.zeros((1, 1), "int32"), 3, beam_size=16, length_penalty=0.0
+    )
+    scores = {
+        sequence: value
+        for sequence, value in exhaustive_scores(table, 3, 0.0).items()
+        if 3 not in sequence
+    }
+    best = max(scores, key=scores.get)
+    assert [t for t in to_numpy(tokens)[0] if t != 0] == list(best)
+    np.testing.assert_allclose(to_numpy(score)[0], scores[best], rtol=1e-5)
+    greedy = to_numpy(decoding.greedy_search(model, np.zeros((1, 1), "int32"), 3))[0]
+    assert 3 not in greedy.tolist()
+    assert 3 in [int(np.argmax(row[1:])) + 1 for row in table]  # it would have been picked
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])

@@ -20,7 +20,7 @@ from keras_attention.convert.ids import (
     pieces,
     reorder_rows,
 )
-from keras_attention.data.tokenizers import MappedSubwordTokenizer
+from keras_attention.data.tokenizers import START_ID, MappedSubwordTokenizer
 from keras_attention.layers.positional_encoding import PositionalEncoding
 
 MODEL_TYPES = ("marian",)
@@ -122,6 +122,7 @@ def read(checkpoint):
         share_embeddings=shared,
         tie_output_embeddings=bool(config.get("tie_word_embeddings", True)),
         output_bias=True,
+        suppressed_ids=[START_ID],  # Marian's <pad>: `bad_words_ids`
     )
     return arguments, sides
 
@@ -205,9 +206,11 @@ def load_weights(model, weights, sides, config):
         model.target_embedding.set_weights([reorder_rows(target, target_map)])
     for side in ("encoder", "decoder"):
         _check_positions(weights, f"model.{side}.embed_positions.weight", model)
-    # Never generated: our padding row (a copy) and Marian's <pad> (the start).
+    # Our padding row is a copy of Marian's <pad>: out of every softmax (the
+    # model's `suppressed_ids` keep <pad> itself, our start id, from being
+    # generated while it counts in the softmax, as in Hugging Face).
     bias = weights.take("final_logits_bias", (1, len(target_vocabulary)))[0]
-    bias = never_generated(reorder_rows(bias, target_map), [0, 1])
+    bias = never_generated(reorder_rows(bias, target_map), [0])
     if model.output_projection is None:
         if not shared and "lm_head.weight" in weights:
             weights.skip("lm_head.weight")  # the decoder embedding's tied copy
@@ -243,9 +246,20 @@ def load_weights(model, weights, sides, config):
 
 
 def run_settings(checkpoint):
-    """The run's decoding settings: beam size and the most tokens generated
-    (Hugging Face's `max_length` counts the start token)."""
-    max_length = int(checkpoint.setting("max_length", 512)) - 1
+    """The run's decoding settings: the beam size, and the most tokens
+    generated. Hugging Face's `max_length` counts the start token, and with
+    `forced_eos_token_id` its last token is the end token, forced with a
+    log-probability of 0: a search that stops one token earlier finds the
+    same answers with the same scores."""
+    bad_words = checkpoint.setting("bad_words_ids", [[checkpoint.config.get("pad_token_id")]])
+    if bad_words != [[checkpoint.config.get("pad_token_id")]]:
+        checkpoint.refuse(
+            "bad_words_ids", bad_words, "other than [[pad_token_id]] are not supported"
+        )
+    forced_end = checkpoint.setting("forced_eos_token_id")
+    if forced_end not in (None, checkpoint.config.get("eos_token_id")):
+        checkpoint.refuse("forced_eos_token_id", forced_end, "is not the eos_token_id")
+    max_length = int(checkpoint.setting("max_length", 512)) - (2 if forced_end is not None else 1)
     positions = int(checkpoint.config.get("max_position_embeddings", 512))
     return {
         "beam_size": int(checkpoint.setting("num_beams", 1)),

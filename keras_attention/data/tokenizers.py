@@ -295,7 +295,10 @@ class MappedSubwordTokenizer(tf.Module):
 
     def tokenize(self, texts):
         """`tf.string [B]` -> int32 `RaggedTensor [B, None]`: no start id; the
-        end id only with `append_end`."""
+        end id only with `append_end`. (A scalar string -> its ids `[None]`.)"""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        if texts.shape.rank == 0:
+            return self.tokenize(texts[None])[0]
         codes = tf.zeros([tf.shape(texts)[0], 0], tf.string)
         if self.language_codes:
             # `MarianTokenizer.remove_language_code`: ">>" up to the first "<<".

@@ -109,7 +109,7 @@ class Explorer:
         self.task = getattr(self.model, "task", None)
         if self.task not in ("translation", "classification", "language_model"):
             raise ExplorerError(f"{model_file} is not a keras_attention model")
-        self.subword = self.config.get("tokenizer") == "subword"
+        self.subword = self.config.get("tokenizer") in ("subword", "mapped_subword")
         sides = ("source", "target") if self.task == "translation" else ("text",)
         try:
             self.tokenizers = {

@@ -26,8 +26,10 @@ import numpy as np
 from keras import ops
 
 from keras_attention.files import write_folder_atomically
-from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID, check_choice
+from keras_attention.utils import END_ID, NEG_INF, START_ID, UNKNOWN_ID, check_choice
 
+# Our feed-forward activations (Keras's names) and CTranslate2's.
+ACTIVATIONS = {"relu": "RELU", "silu": "SWISH", "swish": "SWISH", "gelu": "GELU"}
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 # Positions in the table given to CTranslate2: its decoder reads position
 # `t` for its `t`-th step, so the table bounds the lengths it can take.
@@ -83,8 +85,11 @@ def check_convertible(model):
         )
     blocks = model.encoder.blocks + model.decoder.blocks
     activations = {block.activation.__name__ for block in blocks}
-    if activations != {"relu"}:
-        raise ValueError(f"CTranslate2 export needs relu feed-forward layers; got {activations}")
+    if len(activations) != 1 or not activations <= set(ACTIVATIONS):
+        raise ValueError(
+            f"CTranslate2 export needs one of the activations {sorted(ACTIVATIONS)}; "
+            f"got {sorted(activations)}"
+        )
     plain_options = {
         "num_key_value_heads": None,
         "window_size": None,
@@ -114,11 +119,15 @@ def check_convertible(model):
 def transformer_spec(model, source_vocabulary, target_vocabulary, num_positions=DEFAULT_POSITIONS):
     """Our `Transformer` as a `ctranslate2.specs.TransformerSpec`, weights
     filled in; the vocabularies are the token strings in id order."""
-    from ctranslate2.specs import TransformerSpec
+    from ctranslate2.specs import TransformerSpec, common_spec
 
     check_convertible(model)
+    (activation,) = {block.activation.__name__ for block in model.encoder.blocks}
     spec = TransformerSpec.from_config(
-        (model.num_layers, model.num_layers), model.num_heads, pre_norm=model.norm_first
+        (model.num_layers, model.num_layers),
+        model.num_heads,
+        pre_norm=model.norm_first,
+        activation=getattr(common_spec.Activation, ACTIVATIONS[activation]),
     )
     (epsilon,) = {block.layer_norm_epsilon for block in model.encoder.blocks}
     spec.config.layer_norm_epsilon = epsilon
@@ -145,8 +154,18 @@ def transformer_spec(model, source_vocabulary, target_vocabulary, num_positions=
         _feed_forward(layer.ffn, block)
     if model.output_projection is None:  # tied to the target embedding
         spec.decoder.projection.weight = _numpy(model.target_embedding.embeddings)
+        if model.logits_bias is not None:
+            spec.decoder.projection.bias = _numpy(model.logits_bias.bias)
     else:
         _linear(spec.decoder.projection, model.output_projection)
+    if model.suppressed_ids:
+        # CTranslate2 cannot leave a token in the softmax and never pick it
+        # (Marian's <pad>): it leaves it out, as its own Marian converter does.
+        bias = getattr(spec.decoder.projection, "bias", None)
+        if not isinstance(bias, np.ndarray):
+            bias = np.zeros(model.target_embedding.vocabulary_size, "float32")
+        bias[list(model.suppressed_ids)] = NEG_INF
+        spec.decoder.projection.bias = bias
     spec.register_source_vocabulary(list(source_vocabulary))
     spec.register_target_vocabulary(list(target_vocabulary))
     return spec
