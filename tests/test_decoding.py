@@ -277,7 +277,7 @@ def test_beam_search_over_blocks_finds_what_top_k_over_all_finds(monkeypatch):
         # A beam size given as a tensor, as the exports' per-request options.
         in_graph = tf.function(lambda x, k: decoding.beam_search(model, x, 7, beam_size=k)[0])
         np.testing.assert_array_equal(to_numpy(in_graph(source, tf.constant(3))), tokens)
-    monkeypatch.setattr(decoding, "best_extensions", every_extension)
+    monkeypatch.setattr("keras_attention.decoding.beam.best_extensions", every_extension)
     expected_tokens, expected_scores = search()
     np.testing.assert_array_equal(to_numpy(tokens), to_numpy(expected_tokens))
     np.testing.assert_array_equal(to_numpy(scores), to_numpy(expected_scores))

@@ -1,0 +1,67 @@
+"""Batched decoding for every model of the zoo: greedy, beam search, sampling.
+
+The loops talk to a model only through the `Decodable` protocol below, so a
+new model decodes (and exports) by implementing it.
+
+The loops are `keras.ops.while_loop`s over fixed-size buffers, so they trace
+into a `tf.function` (and compile with XLA) and export in a SavedModel. They
+stop early once every sequence of the batch has produced the end token.
+
+Token ids: 0 is padding (never generated), `start_id` (default 1) starts a
+target, `end_id` (default 2) ends it.
+
+The package: `greedy.py` (`greedy_search`), `sampling.py` (`sample`,
+`filter_logits`, `gumbel_noise`), `beam.py` (`beam_search`,
+`best_extensions`), and `_loop.py`, what they share (the loop that drops
+finished rows, the one-best loop of greedy search and sampling).
+"""
+
+from typing import Protocol
+
+from keras_attention.decoding._loop import first_argmax
+from keras_attention.decoding.beam import beam_search, best_extensions
+from keras_attention.decoding.greedy import greedy_search
+from keras_attention.decoding.sampling import filter_logits, gumbel_noise, sample
+from keras_attention.utils import NEG_INF
+
+__all__ = [
+    "NEG_INF",
+    "Decodable",
+    "beam_search",
+    "best_extensions",
+    "filter_logits",
+    "first_argmax",
+    "greedy_search",
+    "gumbel_noise",
+    "sample",
+]
+
+
+class Decodable(Protocol):
+    """What a model provides to be decoded (`Transformer`, `Seq2SeqAttention`
+    and `TransformerLM` do).
+
+    `is_decoder_only`: True for a language model, whose inputs are prompts
+    (`[B, P]`, right-padded with 0) that decoding continues, returning each
+    prompt with its continuation. False for an encoder-decoder, whose inputs
+    are source ids; decoding starts from `start_id` and returns only what
+    it generated.
+
+    `suppressed_ids` (optional): token ids never generated, which still
+    count in each step's softmax (a converted Marian model's `<pad>`).
+    """
+
+    is_decoder_only: bool
+
+    def decoding_start(self, inputs, max_length, use_cache=True):
+        """Runs what is computed once (the encoder, the cross-attention keys
+        and values) and returns the state the loop carries (KV caches, RNN
+        states): a dict of tensor structures, each tensor batch first. What
+        is fixed for a sentence (the encoder's output, the source mask, the
+        cross-attention keys and values) goes under `"context"`: beam
+        search computes it once per sentence and never reorders it."""
+
+    def decoding_step(self, token_ids, index, state):
+        """Float32 logits `[B, V]` for the token after position `index` of
+        `token_ids [B, max_length]`, and the new state. With a cache only
+        position `index` is run."""

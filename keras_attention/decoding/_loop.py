@@ -1,0 +1,248 @@
+"""What greedy search, sampling and beam search share: the loop that drops
+finished rows, the one-best loop, and the helpers of both.
+
+Private to the package.
+"""
+
+from keras import ops, tree
+
+from keras_attention.utils import NEG_INF, PAD_ID, check_positive_int, slice_update
+
+# Rows of a batch finish at different steps (in batches of 32 test sentences
+# of the English -> French run, the batch ran 2.5 to 3.8 times the row-steps
+# its sentences needed alone). The loop drops finished rows from the batch:
+# it runs on the whole batch until at most a quarter of the rows are
+# unfinished, then on a quarter of the batch, then on a sixteenth. Each size
+# is a loop of its own (static shapes, as XLA needs). Halving (2, 4, 8, 16)
+# was 11% faster at beam 4, batch 32, but took longer to compile, and XLA's
+# CPU compiler crashed on it in the JAX test run (`benchmarks/README.md`).
+SHRINK_FACTORS = (4, 16)
+
+
+def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
+    """The decoding loop, over fewer rows as rows finish.
+
+    Runs `rows, hypotheses = step(index, rows, hypotheses, row_ids)` for
+    index = 0, 1, ... while `index < last_index` and a row is not
+    `done(index, rows)` `[b]`. A row that is done keeps its values from
+    then on, so each row ends as it would in a batch of its own.
+
+    Args:
+        rows: a dict of tensors `[B, ...]`, one entry per batch item.
+        hypotheses: a structure of tensors `[B * group, ...]`: `group`
+            consecutive entries per batch item (a beam's K), such as the
+            decoder's state.
+        row_ids: (passed to `step`) int32 `[b]`, the batch item that each of
+            the current rows is (for options given per batch item).
+
+    Returns:
+        `rows` in the batch's order, each row as its last step left it.
+    """
+    batch_size = ops.shape(tree.flatten(rows)[0])[0]
+
+    def remaining(index, rows):
+        return ops.sum(ops.cast(~done(index, rows), "int32"))
+
+    def run_until(next_size, index, rows, hypotheses, row_ids):
+        """Steps while more than `next_size` rows are unfinished."""
+
+        def condition(index, rows, hypotheses):
+            return (index < last_index) & (remaining(index, rows) > next_size)
+
+        def body(index, rows, hypotheses):
+            new_rows, hypotheses = step(index, rows, hypotheses, row_ids)
+            # A row that is done keeps what it has, as it would alone.
+            finished = done(index, rows)
+            rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
+            return index + 1, rows, hypotheses
+
+        return ops.while_loop(condition, body, (index, rows, hypotheses))
+
+    def keep_unfinished(size, index, rows, hypotheses, row_ids):
+        """The unfinished rows (at most `size`), then finished ones to fill
+        a batch of `size`: those are copies, marked so."""
+        picked = ops.argsort(ops.cast(done(index, rows), "int32"))[:size]
+        entries = ops.reshape(picked[:, None] * group + ops.arange(group)[None, :], (-1,))
+        return (
+            {key: ops.take(x, picked, axis=0) for key, x in rows.items()},
+            tree.map_structure(lambda x: ops.take(x, entries, axis=0), hypotheses),
+            ops.take(row_ids, picked, axis=0),
+            ops.arange(size) >= remaining(index, rows),
+        )
+
+    def write(final, rows, row_ids, is_copy):
+        slots = ops.where(is_copy, batch_size, row_ids)[:, None]
+        return {key: ops.scatter_update(final[key], slots, rows[key]) for key in rows}
+
+    # Each row's final values, plus one row where the copies are written.
+    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in rows.items()}
+    index, row_ids = 0, ops.arange(batch_size, dtype="int32")
+    is_copy = ops.zeros((batch_size,), "bool")
+    for next_size in _shrunk_sizes(batch_size):
+        index, rows, hypotheses = run_until(next_size, index, rows, hypotheses, row_ids)
+        final = write(final, rows, row_ids, is_copy)
+        rows, hypotheses, row_ids, is_copy = keep_unfinished(
+            next_size, index, rows, hypotheses, row_ids
+        )
+    index, rows, hypotheses = run_until(0, index, rows, hypotheses, row_ids)
+    final = write(final, rows, row_ids, is_copy)
+    return {key: x[:-1] for key, x in final.items()}
+
+
+def _shrunk_sizes(batch_size):
+    """The smaller batch sizes the loop moves to: a quarter, a sixteenth.
+    When the batch size is known and a size would be no smaller than the
+    one before (a batch of 4 rows or fewer: 1, then 1 again), that loop is
+    left out: it would never run a step."""
+    sizes = []
+    for factor in SHRINK_FACTORS:
+        size = (batch_size + factor - 1) // factor
+        if isinstance(size, int) and size >= (sizes[-1] if sizes else batch_size):
+            continue
+        sizes.append(size)
+    return sizes
+
+
+def _where_rows(condition, x, y):
+    """`x` in the rows where `condition` `[B]` holds, `y` in the others."""
+    return ops.where(ops.reshape(condition, (-1,) + (1,) * (len(x.shape) - 1)), x, y)
+
+
+# --- Shared by greedy search and sampling ---
+
+
+def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, length_penalty=None):
+    """The one-best loop: `choose(logits [b, V], position, row_ids [b]) ->
+    ids [b]` picks the token at each position (`row_ids`: which batch item
+    each row is). With a `length_penalty` it also returns each sequence's
+    log-probability over that penalty `[B]`, as beam search does."""
+    room, row_limit = _limits(max_length)
+    prompt, is_lm = _prompt(model, inputs, start_id)
+    batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
+    total_length = prompt_width + room
+    state = model.decoding_start(inputs, total_length, use_cache=use_cache)
+    prompt_length = _lengths(prompt)  # [B]
+    rows = {
+        "tokens": ops.pad(prompt, [[0, 0], [0, room]]),  # [B, L]
+        "prompt_length": prompt_length,
+        "end_length": prompt_length + row_limit,  # [B]
+        "finished": ops.zeros((batch_size,), "bool"),
+        "log_prob": ops.zeros((batch_size,)),  # of the generated tokens, when scored
+    }
+
+    def step(index, rows, state, row_ids):
+        tokens, prompt_length, end_length = (
+            rows["tokens"],
+            rows["prompt_length"],
+            rows["end_length"],
+        )
+        logits, state = model.decoding_step(tokens, index, state)
+        logits = _no_padding(logits)
+        position = index + 1
+        forced = position < prompt_length
+        frozen = rows["finished"] | (position >= end_length)
+        chosen = ops.cast(choose(_never_generated(model, logits), position, row_ids), tokens.dtype)
+        token = ops.where(
+            forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
+        )
+        log_prob = rows["log_prob"]
+        if length_penalty is not None:
+            token_log_prob = ops.take_along_axis(
+                ops.log_softmax(logits), ops.cast(token[:, None], "int32"), axis=1
+            )[:, 0]
+            log_prob = log_prob + ops.where(forced | frozen, 0.0, token_log_prob)
+        return rows | {
+            "tokens": slice_update(tokens, (0, position), token[:, None]),
+            "finished": frozen | ((token == end_id) & ~forced),
+            "log_prob": log_prob,
+        }, state
+
+    def done(index, rows):
+        return rows["finished"] | (index + 1 >= rows["end_length"])
+
+    rows = _loop_while_rows_remain(done, step, rows, state, last_index=total_length - 1)
+    tokens = rows["tokens"]
+    if length_penalty is None:
+        return _strip_start(tokens, is_lm)
+    generated = _lengths(tokens) - prompt_length
+    return _strip_start(tokens, is_lm), rows["log_prob"] / _length_penalty(
+        generated, length_penalty
+    )
+
+
+def _most_likely(logits, position, row_ids):
+    """Greedy search's choice: the most likely token `[B]`."""
+    return first_argmax(logits)
+
+
+def first_argmax(x):
+    """`ops.argmax(x, axis=-1)` (the first index of the largest value), as
+    two plain reductions: the largest value, then the smallest index that
+    holds it. XLA's CPU argmax (one reduction of value-index pairs) took
+    3.4x as long over `[128, 8000]` logits (`benchmarks/README.md`)."""
+    largest = ops.max(x, axis=-1, keepdims=True)
+    size = ops.shape(x)[-1]
+    first = ops.min(ops.where(x == largest, ops.arange(size, dtype="int32"), size), axis=-1)
+    return ops.minimum(first, size - 1)  # (all NaN: no index holds the largest)
+
+
+def _prompt(model, inputs, start_id):
+    """The tokens each sequence starts from: the prompt for a language model,
+    the start token for an encoder-decoder."""
+    if model.is_decoder_only:
+        return ops.cast(inputs, "int32"), True
+    return ops.full((ops.shape(inputs)[0], 1), start_id, "int32"), False
+
+
+def _lengths(prompt):
+    return ops.sum(ops.cast(ops.not_equal(prompt, PAD_ID), "int32"), axis=1)
+
+
+def _strip_start(tokens, is_lm):
+    return tokens if is_lm else tokens[:, 1:]
+
+
+def _no_padding(logits):
+    """Padding is never generated."""
+    is_padding = ops.arange(ops.shape(logits)[-1]) == PAD_ID
+    return ops.where(is_padding, NEG_INF, logits)
+
+
+def _never_generated(model, scores):
+    """`scores [..., V]` with the model's `suppressed_ids` at NEG_INF: tokens
+    it never generates that still count in each step's softmax (Hugging
+    Face's `bad_words_ids`, such as Marian's `<pad>`)."""
+    suppressed = getattr(model, "suppressed_ids", None)
+    if not suppressed:
+        return scores
+    vocabulary = ops.arange(ops.shape(scores)[-1])
+    is_suppressed = ops.any(vocabulary[:, None] == ops.array(list(suppressed))[None, :], axis=1)
+    return ops.where(is_suppressed, NEG_INF, scores)
+
+
+def _check_positive_int(name, value, ranks=(0,)):
+    """A Python int must be >= 1. An integer tensor of one of `ranks` passes
+    unchecked: a TF graph (such as an exported signature) may pass one, and
+    clamps it."""
+    if ops.is_tensor(value) and "int" in str(value.dtype) and len(value.shape) in ranks:
+        return
+    check_positive_int(name, value)
+
+
+def _is_scalar(value):
+    return not ops.is_tensor(value) or len(value.shape) == 0
+
+
+def _limits(max_length):
+    """`(room, row_limit)`: how many new tokens the buffer holds, and each
+    row's limit, a scalar or (with one `max_length` per row) `[B]`."""
+    _check_positive_int("max_length", max_length, ranks=(0, 1))
+    if _is_scalar(max_length):
+        return max_length, max_length
+    # (At least 1: the largest of an empty batch's limits is the smallest int.)
+    return ops.maximum(ops.max(max_length), 1), ops.cast(max_length, "int32")
+
+
+def _length_penalty(length, alpha):
+    """Wu et al. 2016: `((5 + length) / 6) ** alpha`."""
+    return ((5.0 + ops.cast(length, "float32")) / 6.0) ** alpha

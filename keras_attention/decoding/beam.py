@@ -1,0 +1,286 @@
+"""Beam search, and `best_extensions`, the top-k of its every step."""
+
+from keras import ops, tree
+
+from keras_attention.decoding._loop import (
+    _check_positive_int,
+    _decode,
+    _is_scalar,
+    _length_penalty,
+    _lengths,
+    _limits,
+    _loop_while_rows_remain,
+    _most_likely,
+    _never_generated,
+    _no_padding,
+    _prompt,
+    _strip_start,
+)
+from keras_attention.utils import END_ID, NEG_INF, PAD_ID, START_ID, slice_update
+
+
+def beam_search(
+    model,
+    inputs,
+    max_length,
+    beam_size=4,
+    length_penalty=0.6,
+    start_id=START_ID,
+    end_id=END_ID,
+    use_cache=True,
+    return_all_beams=False,
+):
+    """Extends the `beam_size` best unfinished sequences at every step, and
+    keeps the best finished ones aside until none of the unfinished can
+    beat them.
+
+    Sequences are ranked by log-probability divided by the length penalty of
+    Wu et al. 2016, `lp(Y) = ((5 + |Y|) / 6) ** length_penalty`, where
+    `|Y|` counts the generated tokens, the end token included. At each step
+    the `2 * beam_size` best extensions are scored: those that end (the end
+    token, or the row's last allowed position) join the finished
+    hypotheses, which keep their `beam_size` best; the best `beam_size`
+    others stay live. A finished hypothesis is never pushed out by a live
+    one that looks better for a step and ends worse. A row is done when no
+    live hypothesis can reach its best finished score (log-probabilities
+    only fall, so the bound is a live one's score under the most favourable
+    length penalty still possible), or at its `max_length`.
+
+    Args:
+        model, inputs, max_length, start_id, end_id, use_cache: as in
+            `greedy_search`.
+        beam_size: int, the number of live beams. 1 is greedy search (as
+            in CTranslate2 and OpenNMT). In a TF graph also a scalar int32
+            tensor.
+        length_penalty: float alpha; 0 ranks by raw log-probability.
+        return_all_beams: bool, return every finished hypothesis kept, not
+            only the best (a Python int `beam_size` only).
+
+    Returns:
+        `(ids, scores)`: the best finished sequence of each batch item,
+        shaped as in `greedy_search`, and its length-normalised
+        log-probability `[B]`. With `return_all_beams`, the `beam_size`
+        finished ones, best first: ids `[B, K, ...]` and scores `[B, K]`
+        (a row with fewer than K finished scores the rest `NEG_INF`).
+    """
+    _check_positive_int("beam_size", beam_size)
+    if return_all_beams and ops.is_tensor(beam_size):
+        raise ValueError("return_all_beams=True needs a Python int beam_size, not a tensor")
+
+    def greedy():
+        ids, scores = _decode(
+            model, inputs, max_length, start_id, end_id, use_cache, _most_likely, length_penalty
+        )
+        return (ids[:, None], scores[:, None]) if return_all_beams else (ids, scores)
+
+    def beams():
+        return _beam_search(
+            model,
+            inputs,
+            max_length,
+            beam_size,
+            length_penalty,
+            start_id,
+            end_id,
+            use_cache,
+            return_all_beams,
+        )
+
+    if not ops.is_tensor(beam_size):
+        return greedy() if beam_size == 1 else beams()
+    return ops.cond(beam_size == 1, greedy, beams)
+
+
+def _beam_search(
+    model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache, every=False
+):
+    room, row_limit = _limits(max_length)
+    prompt, is_lm = _prompt(model, inputs, start_id)
+    batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
+    K = beam_size
+    total_length = prompt_width + room
+
+    # Every batch item becomes K rows: [B * K, ...], beams of an item
+    # adjacent. The encoder runs once per item; its K rows are copies.
+    state = model.decoding_start(inputs, total_length, use_cache=use_cache)
+    state = tree.map_structure(lambda x: ops.repeat(x, K, axis=0), state)
+    live_tokens = ops.pad(ops.repeat(prompt, K, axis=0), [[0, 0], [0, room]])  # [B*K, L]
+    prompt_length = _lengths(prompt)[:, None]  # [B, 1]
+    # Only the first beam is live at the start, so the K beams differ.
+    first_beam = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)  # [K]
+    rows = {
+        "prompt_length": prompt_length,
+        # Positions before it may be written.
+        "end_length": prompt_length + (row_limit if _is_scalar(row_limit) else row_limit[:, None]),
+        "live_log_probs": ops.zeros((batch_size, K)) + first_beam[None, :],
+        "finished_tokens": ops.zeros((batch_size, K, total_length), "int32"),
+        "finished_scores": ops.full((batch_size, K), NEG_INF),
+    }
+
+    def penalty(length):
+        return _length_penalty(length, length_penalty)
+
+    suppressed = bool(getattr(model, "suppressed_ids", None))
+
+    def step(index, rows, hypotheses, row_ids):
+        prompt_length, end_length = rows["prompt_length"], rows["end_length"]  # [B, 1]
+        live_tokens = hypotheses["live_tokens"]
+        logits, state = model.decoding_step(live_tokens, index, hypotheses["state"])
+        batch_size, vocabulary_size = ops.shape(prompt_length)[0], ops.shape(logits)[-1]
+        row_start = ops.arange(batch_size)[:, None]  # [B, 1]
+        logits = _no_padding(logits)
+        if suppressed:  # log-probabilities over every token, then the suppressed ones out
+            logits = _never_generated(model, ops.log_softmax(logits))
+        logits = ops.reshape(logits, (batch_size, K, vocabulary_size))
+        position = index + 1
+        forced = position < prompt_length  # [B, 1]: still inside the prompt
+        full = position >= end_length  # [B, 1]: no room left (a limit of 0)
+        vocabulary = ops.arange(vocabulary_size)
+        prompt_token = ops.reshape(ops.take(live_tokens, position, axis=1), (batch_size, K, 1))
+        # A full row can only add padding, for free; a prompt position only
+        # its prompt token, for free (log_softmax gives them 0, the rest NEG_INF).
+        only_padding = ops.where(vocabulary == PAD_ID, 0.0, NEG_INF)
+        only_prompt = ops.where(vocabulary == prompt_token, 0.0, NEG_INF)
+        logits = ops.where(full[..., None], only_padding, logits)
+        logits = ops.where(forced[..., None], only_prompt, logits)
+
+        # The 2K best extensions: at most K of them end with the end token,
+        # so at least K stay live.
+        log_probs, best = best_extensions(
+            rows["live_log_probs"], logits, 2 * K, normalized=suppressed
+        )  # [B, 2K]
+        beam, token = best // vocabulary_size, best % vocabulary_size
+        source_rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
+        tokens = slice_update(
+            ops.take(live_tokens, source_rows, axis=0),
+            (0, position),
+            ops.cast(ops.reshape(token, (-1, 1)), live_tokens.dtype),
+        )  # [B*2K, L]
+        ends = (position + 1 >= end_length) | full | ((token == end_id) & ~forced)  # [B, 2K]
+
+        # Finished: the K best of those kept so far and those ending now.
+        length = ops.minimum(position + 1, end_length) - prompt_length  # [B, 1]
+        ending_scores = ops.where(ends, log_probs / penalty(length), NEG_INF)
+        finished_scores, kept = ops.top_k(
+            ops.concatenate([rows["finished_scores"], ending_scores], axis=1), K
+        )  # [B, K], indices into [B, 3K]; ties keep the older
+        every_finished = ops.concatenate(
+            [rows["finished_tokens"], ops.reshape(tokens, (batch_size, 2 * K, total_length))],
+            axis=1,
+        )
+        finished_tokens = ops.take_along_axis(every_finished, kept[..., None], axis=1)
+
+        # Live: the K best of those that did not end.
+        live_log_probs, alive = ops.top_k(ops.where(ends, NEG_INF, log_probs), K)  # [B, K]
+        live_tokens = ops.take(tokens, ops.reshape(alive + row_start * 2 * K, (-1,)), axis=0)
+        source_rows = ops.reshape(ops.take_along_axis(beam, alive, axis=1) + row_start * K, (-1,))
+        rows = rows | {
+            "live_log_probs": live_log_probs,
+            "finished_tokens": finished_tokens,
+            "finished_scores": finished_scores,
+        }
+        hypotheses = {"live_tokens": live_tokens, "state": _reorder(state, source_rows)}
+        return rows, hypotheses
+
+    def done(index, rows):
+        prompt_length, end_length = rows["prompt_length"], rows["end_length"]
+        position = index + 1
+        # A live hypothesis ends with between `shortest` and the row's limit
+        # of generated tokens, and its log-probability can only fall: the
+        # best it can score is its log-probability over the largest penalty.
+        shortest = ops.maximum(position - prompt_length + 1, 1)
+        largest_penalty = ops.maximum(penalty(shortest), penalty(end_length - prompt_length))
+        best_live = ops.max(rows["live_log_probs"], axis=1, keepdims=True) / largest_penalty
+        return ((rows["finished_scores"][:, :1] >= best_live) | (position >= end_length))[:, 0]
+
+    rows = _loop_while_rows_remain(
+        done,
+        step,
+        rows,
+        {"live_tokens": live_tokens, "state": state},
+        last_index=total_length - 1,
+        group=K,
+    )
+    finished_tokens, finished_scores = rows["finished_tokens"], rows["finished_scores"]
+    if every:  # [B, K, L] and [B, K], best first
+        return (finished_tokens if is_lm else finished_tokens[:, :, 1:]), finished_scores
+    return _strip_start(finished_tokens[:, 0], is_lm), finished_scores[:, 0]
+
+
+def _reorder(state, rows):
+    """Each live hypothesis takes the state of the beam it extends. A
+    sentence's `"context"` is the same in all of its K rows, and a beam only
+    ever extends a beam of its own sentence, so the context is left as it is
+    (gathering it would copy the cross-attention keys and values every
+    step, for nothing)."""
+    return {
+        key: value
+        if key == "context"
+        else tree.map_structure(lambda x: ops.take(x, rows, 0), value)
+        for key, value in state.items()
+    }
+
+
+def best_extensions(log_probs, logits, k, block_size=64, normalized=False):
+    """The k best extensions of K hypotheses by one token each: `ops.top_k`
+    over the `[B, K * V]` candidates `log_probs + log_softmax(logits)`,
+    the same values and indices (ties to the lower index), without making
+    them.
+
+    Args:
+        log_probs: `[B, K]`, each hypothesis's log-probability so far.
+        logits: `[B, K, V]`, the next token's logits for each hypothesis.
+        k: int, how many extensions to keep.
+        block_size: int, the vocabulary is read in blocks of this many.
+        normalized: bool, `logits` are log-probabilities already (not
+            normalised again).
+
+    Returns:
+        `(values [B, k], indices [B, k])`, best first; index `j * V + v`
+        extends hypothesis j with token v.
+
+    Beam search takes the 2K best of K x V extensions at every step. Made
+    whole and given to `top_k`, they cost more than the decoder step of the
+    `tiny` model on a CPU (`benchmarks/README.md`). Here the logits are read
+    twice (each block's largest, then the softmax's sum) and nothing of
+    their size is written: the k blocks with the best largest candidate are
+    found first, and the top k taken among their candidates alone. The k
+    best candidates lie in those blocks: one outside them is at most the
+    k-th best block's largest, and those k largest are k candidates at
+    least as good.
+    """
+    batch_size, K, V = ops.shape(logits)[0], ops.shape(logits)[1], logits.shape[2]
+    num_blocks = -(-V // block_size)
+    # Past the vocabulary's end: never chosen over a real token.
+    padded = ops.pad(
+        logits, [[0, 0], [0, 0], [0, num_blocks * block_size - V]], constant_values=-float("inf")
+    )
+    blocks = ops.reshape(padded, (batch_size, K, num_blocks, block_size))
+    block_largest = ops.max(blocks, axis=-1)  # [B, K, blocks]
+    largest = ops.max(block_largest, axis=-1, keepdims=True)  # [B, K, 1]
+    log_sum = ops.log(ops.sum(ops.exp(logits - largest), axis=-1, keepdims=True))  # [B, K, 1]
+    if normalized:
+        largest = log_sum = ops.zeros_like(largest)
+
+    def score(x, beam_largest, beam_log_sum, beam_log_probs):
+        """log_softmax, as XLA computes it, plus the hypothesis's log-probability."""
+        return ((x - beam_largest) - beam_log_sum) + beam_log_probs
+
+    if ops.is_tensor(k) or num_blocks <= 2 * k:  # few blocks (or a beam size in a tensor)
+        candidates = score(logits, largest, log_sum, log_probs[..., None])
+        return ops.top_k(ops.reshape(candidates, (batch_size, K * V)), k)
+    block_scores = score(block_largest, largest, log_sum, log_probs[..., None])
+    _, picked = ops.top_k(ops.reshape(block_scores, (batch_size, K * num_blocks)), k)
+    picked = ops.sort(picked, axis=-1)  # in index order, so ties go to the lower index
+    beam, block = picked // num_blocks, picked % num_blocks  # [B, k]
+    flat_blocks = ops.reshape(blocks, (batch_size, K * num_blocks, block_size))
+    chosen = ops.take_along_axis(flat_blocks, picked[..., None], axis=1)  # [B, k, block]
+
+    def of_beam(x):  # [B, K, 1] -> each chosen block's [B, k, 1]
+        return ops.take_along_axis(x[..., 0], beam, axis=1)[..., None]
+
+    candidates = score(chosen, of_beam(largest), of_beam(log_sum), of_beam(log_probs[..., None]))
+    values, within = ops.top_k(ops.reshape(candidates, (batch_size, k * block_size)), k)
+    at = within // block_size
+    token = ops.take_along_axis(block, at, axis=1) * block_size + within % block_size
+    return values, ops.take_along_axis(beam, at, axis=1) * V + token
