@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
+import sentencepiece
 import tensorflow as tf
 
 from keras_attention.data.tokenizers import END_ID, token_ids
@@ -35,3 +37,34 @@ def as_pieces(tokenizer, ids):
 
 def source_ids(tokenizer, texts, max_length=512):
     return token_ids(tokenizer, tf.constant(texts), max_length)
+
+
+def checkpoint_pieces(name):
+    """The checkpoint's pieces in its id order (tokenizer.model's)."""
+    model = sentencepiece.SentencePieceProcessor(
+        model_file=str(FIXTURES / name / "tokenizer.model")
+    )
+    return [model.id_to_piece(i) for i in range(model.get_piece_size())]
+
+
+def log_probability(logits, labels):
+    """Sum over positions of log_softmax(logits)[label], padding (id 0)
+    left out of the softmax as decoding leaves it out."""
+    logits = np.array(logits, np.float64)
+    logits[:, 0] = -np.inf
+    largest = logits.max(-1, keepdims=True)
+    log_probs = logits - largest - np.log(np.exp(logits - largest).sum(-1, keepdims=True))
+    return float(sum(log_probs[i, label] for i, label in enumerate(labels)))
+
+
+def check_beam_answer(ours, our_score, theirs, their_score, score_of_theirs):
+    """Our beam answer equals Hugging Face's; where it does not, both
+    searches saw the same model (Hugging Face's answer scores under ours
+    what Hugging Face says) and ours is the better answer: a difference of
+    search, not of model. Returns whether the answers are equal."""
+    if ours == theirs:
+        assert our_score == pytest.approx(their_score, abs=1e-4)
+        return True
+    assert score_of_theirs == pytest.approx(their_score, abs=1e-4)
+    assert our_score > their_score
+    return False

@@ -115,7 +115,13 @@ def read(checkpoint):
 def tokenizers(checkpoint, sides):
     vocabulary, id_map = sides["text"]
     model = checkpoint.file("tokenizer.model").read_bytes()
-    return {"text": MappedSubwordTokenizer(model, pieces(vocabulary, id_map), byte_fallback=True)}
+    # transformers 5's Llama tokenizer (legacy=False) adds the word-boundary
+    # prefix only to a text that does not start with a space.
+    legacy = bool(checkpoint.tokenizer_config.get("legacy", False))
+    tokenizer = MappedSubwordTokenizer(
+        model, pieces(vocabulary, id_map), byte_fallback=True, space_as_prefix=not legacy
+    )
+    return {"text": tokenizer}
 
 
 def _linear(weights, name, shape_in, shape_out, bias):
@@ -179,5 +185,12 @@ def load_weights(model, weights, sides, config):
 
 
 def run_settings(checkpoint):
-    max_length = int(checkpoint.generation_config.get("max_new_tokens") or 0) or 256
-    return {"beam_size": int(checkpoint.setting("num_beams", 1)), "max_length": max_length}
+    """The run's beam size, and the most tokens a prompt keeps and a
+    completion adds: `generation_config.json`'s `max_new_tokens`, or 256,
+    within the model's positions."""
+    max_length = int(checkpoint.generation_config.get("max_new_tokens") or 256)
+    positions = int(checkpoint.config.get("max_position_embeddings", 2 * max_length))
+    return {
+        "beam_size": int(checkpoint.setting("num_beams", 1)),
+        "max_length": min(max_length, positions // 2),
+    }

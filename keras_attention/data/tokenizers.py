@@ -260,10 +260,21 @@ class MappedSubwordTokenizer(tf.Module):
             which turns byte pieces (`<0xE2>`) back into bytes (Llama);
             otherwise the pieces are joined, "▁" becomes a space and the
             ends are stripped, as `MarianTokenizer` does. Default False.
+        space_as_prefix: bool, a text that starts with a space takes that
+            space as SentencePiece's word-boundary prefix instead of getting
+            a second one (transformers' Llama tokenizer, `legacy=False`).
+            Default False.
     """
 
     def __init__(
-        self, model, pieces, append_end=False, language_codes=False, byte_fallback=False, name=None
+        self,
+        model,
+        pieces,
+        append_end=False,
+        language_codes=False,
+        byte_fallback=False,
+        space_as_prefix=False,
+        name=None,
     ):
         super().__init__(name=name)
         import sentencepiece
@@ -273,6 +284,7 @@ class MappedSubwordTokenizer(tf.Module):
         self.append_end = bool(append_end)
         self.language_codes = bool(language_codes)
         self.byte_fallback = bool(byte_fallback)
+        self.space_as_prefix = bool(space_as_prefix)
         if tuple(self.vocabulary[: len(RESERVED)]) != RESERVED:
             raise ValueError(
                 f"A mapped vocabulary starts with {', '.join(RESERVED)}. "
@@ -306,6 +318,8 @@ class MappedSubwordTokenizer(tf.Module):
             code = tf.strings.regex_replace(texts, "(?s)^(>>.*?<<).*$", "\\1")
             codes = tf.ragged.boolean_mask(code[:, None], has_code[:, None])
             texts = tf.where(has_code, tf.strings.regex_replace(texts, "(?s)^>>.*?<<", ""), texts)
+        if self.space_as_prefix:
+            texts = tf.strings.regex_replace(texts, "^ ", "")
         pieces = tf.concat([codes, self._sentencepiece("tokenize", texts)], axis=1)
         ids = tf.ragged.map_flat_values(self._ids.lookup, pieces)
         if self.append_end:
@@ -334,6 +348,7 @@ class MappedSubwordTokenizer(tf.Module):
             "append_end": self.append_end,
             "language_codes": self.language_codes,
             "byte_fallback": self.byte_fallback,
+            "space_as_prefix": self.space_as_prefix,
         }
         path.write_text(json.dumps(options, ensure_ascii=False, indent=0) + "\n", "utf-8")
 

@@ -1,25 +1,37 @@
 """A converted run is a run like any other: its TF Serving export, reloaded
 in a fresh process, answers with Hugging Face's text; its CTranslate2
-export translates the same; the explorer opens it."""
+export translates the same; the explorer opens it. (Large tests: each
+converts and exports.)"""
 
+import json
 import subprocess
 import sys
 
 import ctranslate2
 import numpy as np
 import pytest
-from convert_helpers import FIXTURES, reference
+from convert_helpers import FIXTURES, checkpoint_pieces, reference
 from export_helpers import ask_a_fresh_process
 
 from keras_attention.convert import convert
+from keras_attention.data.tokenizers import load_run_tokenizer
 from keras_attention.explore import Explorer
 from keras_attention.run_files import RunFiles
+
+pytestmark = pytest.mark.large
 
 
 @pytest.fixture(scope="module")
 def marian_run(tmp_path_factory):
-    """The tiny Marian checkpoint converted and exported, once."""
-    return convert(FIXTURES / "marian", tmp_path_factory.mktemp("converted") / "marian")
+    """The tiny Marian checkpoint converted and exported by the command, once."""
+    run = tmp_path_factory.mktemp("converted") / "marian"
+    command = [sys.executable, "-m", "keras_attention.convert", str(FIXTURES / "marian")]
+    result = subprocess.run(
+        [*command, "--output-dir", str(run)], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"converted {FIXTURES / 'marian'} to {run}" in result.stdout
+    return run
 
 
 def test_the_export_answers_with_hugging_faces_text(marian_run, tmp_path):
@@ -28,6 +40,10 @@ def test_the_export_answers_with_hugging_faces_text(marian_run, tmp_path):
     config = RunFiles(marian_run).config.read_text()
     assert '"tokenizer": "mapped_subword"' in config
     export = marian_run / "serving" / "marian" / "1"
+    # The export's defaults are generation_config.json's: 4 beams, and
+    # max_length 32 counting the start token and the forced end token.
+    metadata = json.loads((export / "assets.extra" / "keras_attention.json").read_text())
+    assert (metadata["beam_size"], metadata["max_length"]) == (4, 30)
     request = {
         "text": np.array([t.encode() for t in texts], dtype=object),
         "beam_size": np.ones(len(texts), "int32"),
@@ -64,3 +80,25 @@ def test_the_explorer_opens_a_converted_run(marian_run):
     answer = explorer.answer(expected["texts"][3], beam_size=1)
     assert answer["translation"] == expected["greedy"][3]["text"]
     assert answer["source_tokens"][-1] == "</s>"
+
+
+@pytest.mark.parametrize("name", ["llama", "mistral"])
+def test_a_language_models_export_completes_as_generate_does(name, tmp_path):
+    expected, _ = reference(name)
+    run = convert(FIXTURES / name, tmp_path / name)
+    tokenizer = load_run_tokenizer(RunFiles(run), {"tokenizer": "mapped_subword"}, "text")
+    ours_of = {piece: i for i, piece in enumerate(tokenizer.vocabulary)}
+    pieces = checkpoint_pieces(name)
+    texts, completions = expected["texts"], []
+    for text_ids, row in zip(expected["input_ids"], expected["greedy"], strict=True):
+        generated = [ours_of[pieces[i]] for i in row["ids"][len(text_ids) :]]
+        completions.append(tokenizer.detokenize(np.array([generated or [0]])).numpy()[0])
+    export = run / "serving" / name / "1"
+    request = {
+        "prompt": np.array([t.encode() for t in texts], dtype=object),
+        "beam_size": np.ones(len(texts), "int32"),
+        "max_length": np.full(len(texts), expected["greedy_kwargs"]["max_new_tokens"], "int32"),
+    }
+    answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
+    assert list(answers[export]["answers"][0]["completion"]) == completions
+    assert len(set(completions)) > 5

@@ -107,7 +107,7 @@ def test_one_epoch_of_fine_tuning_lowers_the_validation_loss(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "flag", [["--tokenizer", "subword"], ["--model-preset", "base"], ["--preset", "wmt14"]]
+    "flag", [["--tokenizer", "subword"], ["--model-preset", "base"], ["--preset", "wmt14_base"]]
 )
 def test_flags_that_contradict_the_run_are_refused(tmp_path, flag):
     converted = convert(FIXTURES / "marian", tmp_path / "converted", export=False)

@@ -59,7 +59,11 @@ def edit_config(folder, **changes):
         ("marian", {"decoder_layers": 3}, "decoder_layers=3"),
         ("marian", {"vocab_size": 7}, "vocab_size=7"),
         ("llama", {"hidden_act": "gelu"}, "hidden_act='gelu'"),
-        ("llama", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type"),
+        (
+            "llama",
+            {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "rope_parameters": None},
+            "rope_type",
+        ),
         ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, "rope_type"),
         ("llama", {"pretraining_tp": 2}, "pretraining_tp=2"),
         ("llama", {"eos_token_id": [2, 5]}, "eos_token_id"),
