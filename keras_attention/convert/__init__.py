@@ -73,7 +73,7 @@ def from_huggingface(path):
         )
     else:
         model = build_transformer_lm(tokenizers["text"].vocabulary_size, **arguments)
-    family.load_weights(model, checkpoint.weights(), sides, checkpoint.config)
+    family.load_weights(model, checkpoint.weights(), sides)
     config = {
         "task": family.TASK,
         "tokenizer": "mapped_subword",

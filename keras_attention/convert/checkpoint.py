@@ -143,6 +143,26 @@ class Weights:
         self.taken.add(name)
         return value
 
+    def dense(self, names, shape_in, shape_out, bias=True):
+        """The `Linear` layers `names` (`weight [out, in]`, `bias [out]`) as
+        one Dense's weights, `[kernel, bias]` (or `[kernel]`): several are
+        joined along their outputs, as our layers fuse q, k and v.
+        `shape_out` is one width, or one per name."""
+        names = [names] if isinstance(names, str) else list(names)
+        widths = (
+            list(shape_out) if isinstance(shape_out, list | tuple) else [shape_out] * len(names)
+        )
+        pairs = list(zip(names, widths, strict=True))
+        kernel = np.concatenate([self.take(f"{n}.weight", (w, shape_in)).T for n, w in pairs], 1)
+        if not bias:
+            return [kernel]
+        return [kernel, np.concatenate([self.take(f"{n}.bias", (w,)) for n, w in pairs])]
+
+    def norm(self, name, width, bias=True):
+        """A layer norm's `[gamma, beta]` (an RMS norm's `[scale]`: no bias)."""
+        weight = self.take(f"{name}.weight", (width,))
+        return [weight, self.take(f"{name}.bias", (width,))] if bias else [weight]
+
     def skip(self, name):
         """Marks `name` as read elsewhere (a tied copy, a fixed table)."""
         self.taken.add(name)

@@ -124,13 +124,7 @@ def tokenizers(checkpoint, sides):
     return {"text": tokenizer}
 
 
-def _linear(weights, name, shape_in, shape_out, bias):
-    """A `Linear` as a Dense's weights (`[kernel]`, or `[kernel, bias]`)."""
-    kernel = weights.take(f"{name}.weight", (shape_out, shape_in)).T
-    return [kernel, weights.take(f"{name}.bias", (shape_out,))] if bias else [kernel]
-
-
-def load_weights(model, weights, sides, config):
+def load_weights(model, weights, sides):
     vocabulary, id_map = sides["text"]
     width, hidden, bias = model.model_dim, model.intermediate_dim, model.use_bias
     heads, kv_heads = model.num_heads, model.num_key_value_heads
@@ -148,35 +142,28 @@ def load_weights(model, weights, sides, config):
         head = weights.take("lm_head.weight", (len(vocabulary), width))
         zeros = np.zeros(len(id_map), np.float32)  # the Dense's bias: Llama has none
         model.output_projection.set_weights([reorder_rows(head, id_map).T, zeros])
-    final = model.decoder.final_norm
-    final.set_weights([weights.take("model.norm.weight", (width,))])
+    model.decoder.final_norm.set_weights(weights.norm("model.norm", width, bias=False))
     for index, block in enumerate(model.decoder.blocks):
         prefix = f"model.layers.{index}"
-        widths = {"q": heads * head_dim, "k": kv_heads * head_dim, "v": kv_heads * head_dim}
-        parts = [
-            _linear(weights, f"{prefix}.self_attn.{n}_proj", width, widths[n], bias) for n in "qkv"
-        ]
-        block.self_attention.qkv_projection.set_weights(
-            [np.concatenate([p[i] for p in parts], axis=-1) for i in range(len(parts[0]))]
-        )
+        attention, mlp = f"{prefix}.self_attn", f"{prefix}.mlp"
+        widths = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
+        qkv = weights.dense([f"{attention}.{name}_proj" for name in "qkv"], width, widths, bias)
+        block.self_attention.qkv_projection.set_weights(qkv)
         block.self_attention.output_projection.set_weights(
-            _linear(weights, f"{prefix}.self_attn.o_proj", width, width, bias)
+            weights.dense(f"{attention}.o_proj", width, width, bias)
         )
         block.self_attention_norm.set_weights(
-            [weights.take(f"{prefix}.input_layernorm.weight", (width,))]
+            weights.norm(f"{prefix}.input_layernorm", width, bias=False)
         )
-        mlp = f"{prefix}.mlp"
-        block.feed_forward_gate.set_weights(
-            _linear(weights, f"{mlp}.gate_proj", width, hidden, bias)
-        )
+        block.feed_forward_gate.set_weights(weights.dense(f"{mlp}.gate_proj", width, hidden, bias))
         block.feed_forward_intermediate.set_weights(
-            _linear(weights, f"{mlp}.up_proj", width, hidden, bias)
+            weights.dense(f"{mlp}.up_proj", width, hidden, bias)
         )
         block.feed_forward_output.set_weights(
-            _linear(weights, f"{mlp}.down_proj", hidden, width, bias)
+            weights.dense(f"{mlp}.down_proj", hidden, width, bias)
         )
         block.feed_forward_norm.set_weights(
-            [weights.take(f"{prefix}.post_attention_layernorm.weight", (width,))]
+            weights.norm(f"{prefix}.post_attention_layernorm", width, bias=False)
         )
     for name in list(weights.tensors):
         if name.endswith("rotary_emb.inv_freq"):  # a buffer older checkpoints saved

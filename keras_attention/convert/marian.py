@@ -141,33 +141,35 @@ def tokenizers(checkpoint, sides):
     return made
 
 
-def _linear(weights, prefix, shape_in, shape_out):
-    """A `Linear` (`weight [out, in]`, `bias [out]`) as a Dense's `[kernel, bias]`."""
-    kernel = weights.take(f"{prefix}.weight", (shape_out, shape_in)).T
-    return [kernel, weights.take(f"{prefix}.bias", (shape_out,))]
+def _self_attention(block, weights, prefix, width):
+    """A block's self-attention (q, k and v fused, as our layer holds them) and its norm."""
+    attention = f"{prefix}.self_attn"
+    qkv = weights.dense([f"{attention}.{name}_proj" for name in "qkv"], width, width)
+    block.self_attention.qkv_projection.set_weights(qkv)
+    block.self_attention.output_projection.set_weights(
+        weights.dense(f"{attention}.out_proj", width, width)
+    )
+    block.self_attention_norm.set_weights(weights.norm(f"{prefix}.self_attn_layer_norm", width))
 
 
-def _norm(weights, prefix, width):
-    return [weights.take(f"{prefix}.weight", (width,)), weights.take(f"{prefix}.bias", (width,))]
-
-
-def _attention(weights, prefix, width, fused):
-    """q, k, v and out projections: `fused` ("qkv" or "kv") as our layers
-    fuse them."""
-    q, k, v = (_linear(weights, f"{prefix}.{name}_proj", width, width) for name in "qkv")
-    output = _linear(weights, f"{prefix}.out_proj", width, width)
-    parts = [q, k, v] if fused == "qkv" else [k, v]
-    joined = [np.concatenate([p[0] for p in parts], 1), np.concatenate([p[1] for p in parts])]
-    return (joined, output) if fused == "qkv" else (q, joined, output)
+def _cross_attention(block, weights, prefix, width):
+    """A decoder block's attention over the source (k and v fused) and its norm."""
+    attention = f"{prefix}.encoder_attn"
+    cross = block.cross_attention
+    cross.query_projection.set_weights(weights.dense(f"{attention}.q_proj", width, width))
+    key_value = weights.dense([f"{attention}.k_proj", f"{attention}.v_proj"], width, width)
+    cross.key_value_projection.set_weights(key_value)
+    cross.output_projection.set_weights(weights.dense(f"{attention}.out_proj", width, width))
+    block.cross_attention_norm.set_weights(weights.norm(f"{prefix}.encoder_attn_layer_norm", width))
 
 
 def _feed_forward(block, weights, prefix, width, hidden):
-    block.feed_forward_intermediate.set_weights(_linear(weights, f"{prefix}.fc1", width, hidden))
-    block.feed_forward_output.set_weights(_linear(weights, f"{prefix}.fc2", hidden, width))
-    block.feed_forward_norm.set_weights(_norm(weights, f"{prefix}.final_layer_norm", width))
+    block.feed_forward_intermediate.set_weights(weights.dense(f"{prefix}.fc1", width, hidden))
+    block.feed_forward_output.set_weights(weights.dense(f"{prefix}.fc2", hidden, width))
+    block.feed_forward_norm.set_weights(weights.norm(f"{prefix}.final_layer_norm", width))
 
 
-def _check_positions(weights, name, model):
+def _check_positions(weights, name):
     """Marian's position table is fixed: if the checkpoint stores it, it must
     be the one our `PositionalEncoding(layout="halves")` computes."""
     if name not in weights:
@@ -179,7 +181,7 @@ def _check_positions(weights, name, model):
     weights.skip(name)
 
 
-def load_weights(model, weights, sides, config):
+def load_weights(model, weights, sides):
     """Sets every weight of our `Transformer` from the checkpoint's."""
     width, hidden = model.model_dim, model.intermediate_dim
     (source_vocabulary, source_map), (target_vocabulary, target_map) = (
@@ -205,7 +207,7 @@ def load_weights(model, weights, sides, config):
         model.source_embedding.set_weights([reorder_rows(source, source_map)])
         model.target_embedding.set_weights([reorder_rows(target, target_map)])
     for side in ("encoder", "decoder"):
-        _check_positions(weights, f"model.{side}.embed_positions.weight", model)
+        _check_positions(weights, f"model.{side}.embed_positions.weight")
     # Our padding row is a copy of Marian's <pad>: out of every softmax (the
     # model's `suppressed_ids` keep <pad> itself, our start id, from being
     # generated while it counts in the softmax, as in Hugging Face).
@@ -220,27 +222,12 @@ def load_weights(model, weights, sides, config):
         model.output_projection.set_weights([reorder_rows(head, target_map).T, bias])
     for index, block in enumerate(model.encoder.blocks):
         prefix = f"model.encoder.layers.{index}"
-        qkv, output = _attention(weights, f"{prefix}.self_attn", width, "qkv")
-        block.self_attention.qkv_projection.set_weights(qkv)
-        block.self_attention.output_projection.set_weights(output)
-        block.self_attention_norm.set_weights(
-            _norm(weights, f"{prefix}.self_attn_layer_norm", width)
-        )
+        _self_attention(block, weights, prefix, width)
         _feed_forward(block, weights, prefix, width, hidden)
     for index, block in enumerate(model.decoder.blocks):
         prefix = f"model.decoder.layers.{index}"
-        qkv, output = _attention(weights, f"{prefix}.self_attn", width, "qkv")
-        block.self_attention.qkv_projection.set_weights(qkv)
-        block.self_attention.output_projection.set_weights(output)
-        block.self_attention_norm.set_weights(
-            _norm(weights, f"{prefix}.self_attn_layer_norm", width)
-        )
-        q, kv, output = _attention(weights, f"{prefix}.encoder_attn", width, "kv")
-        block.cross_attention.query_projection.set_weights(q)
-        block.cross_attention.key_value_projection.set_weights(kv)
-        block.cross_attention.output_projection.set_weights(output)
-        norm = _norm(weights, f"{prefix}.encoder_attn_layer_norm", width)
-        block.cross_attention_norm.set_weights(norm)
+        _self_attention(block, weights, prefix, width)
+        _cross_attention(block, weights, prefix, width)
         _feed_forward(block, weights, prefix, width, hidden)
     weights.check_all_taken()
 
