@@ -1,21 +1,26 @@
-"""Keeps `model.fit` working under `tf.distribute.MultiWorkerMirroredStrategy`.
+"""Keeps `model.fit` working under `tf.distribute` strategies.
 
-Keras 3's TensorFlow trainer fails there in two places (measured with Keras
-3.15 and TensorFlow 2.21; `tests/recipes/test_multi_worker.py` shows both
-the failure and the fix):
+Keras 3's TensorFlow trainer fails in two places (measured with Keras 3.15
+and TensorFlow 2.21; `tests/recipes/test_multi_worker.py` and
+`tests/recipes/test_strategy.py` show the failures and the fixes):
 
 1. `TensorFlowTrainer._maybe_symbolic_build` builds the model from one
-   sample batch, and when that batch is distributed it *reduces* it across
-   all replicas, eagerly, with a cross-worker collective outside any
-   function. Only the batch's shapes and dtypes are needed, so any one
-   local replica's part serves.
-2. `reduce_per_replica` reduces every logged value with
+   sample batch, and when that batch is distributed it *averages* it over
+   all replicas, eagerly. Under `MultiWorkerMirroredStrategy` that is a
+   cross-worker collective outside any function; under `MirroredStrategy`
+   it fails whenever the replicas' parts differ in shape (a batch of 11
+   rows split 6 and 5: "Inputs to operation AddN ... must have the same
+   size and shape"). Only the batch's shapes and dtypes are needed, so any
+   one local replica's part serves.
+2. (Multi-worker only.) `reduce_per_replica` reduces every logged value with
    `strategy.reduce("MEAN", v, axis=0)` in multi-worker mode, but the logs
    (loss, metrics) are scalars, which have no axis 0. A scalar needs
    `axis=None`.
 
-`patch()` replaces exactly those two behaviours, for the Keras versions
-known to need it, and nothing else. Call it once before `model.fit`.
+`patch_symbolic_build()` replaces the first behaviour (for every
+distributing strategy), `patch()` both (for multi-worker), for the Keras
+versions known to need it, and nothing else. Call it once before
+`model.fit`.
 """
 
 import keras
@@ -67,10 +72,17 @@ def _reduce_per_replica(values, strategy, reduction):
     return _original_reduce_per_replica(values, strategy, reduction)
 
 
-def patch():
-    """Applies both fixes; returns True if they were applied."""
+def patch_symbolic_build():
+    """Applies the first fix; returns True if it was applied."""
     if not is_affected():
         return False
     tensorflow_trainer.TensorFlowTrainer._maybe_symbolic_build = _maybe_symbolic_build
+    return True
+
+
+def patch():
+    """Applies both fixes; returns True if they were applied."""
+    if not patch_symbolic_build():
+        return False
     tensorflow_trainer.reduce_per_replica = _reduce_per_replica
     return True

@@ -141,6 +141,10 @@ class TensorFlowStrategy(RunStrategy):
     def _make(name):
         if name == "default":
             return tf.distribute.get_strategy()
+        from keras_attention.recipes import multi_worker
+
+        # model.fit under any distributing strategy needs this fix in Keras 3.
+        multi_worker.patch_symbolic_build()
         if name == "mirrored":
             return tf.distribute.MirroredStrategy()
         if name == "tpu":
@@ -149,9 +153,7 @@ class TensorFlowStrategy(RunStrategy):
             tf.tpu.experimental.initialize_tpu_system(resolver)
             return tf.distribute.TPUStrategy(resolver)
         # Needs TF_CONFIG (the cluster and this worker's index) in the environment.
-        from keras_attention.recipes import multi_worker
-
-        multi_worker.patch()  # model.fit under this strategy needs two fixes in Keras 3
+        multi_worker.patch()  # and this strategy a second one
         return tf.distribute.MultiWorkerMirroredStrategy()
 
     def files_folder(self, output_dir):

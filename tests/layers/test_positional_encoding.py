@@ -83,9 +83,7 @@ def halves_encoding(length, depth, start=0):
 def test_halves_equal_marians_table(length, depth, start):
     x = np.zeros((1, length, depth), "float32")
     encoded = to_numpy(PositionalEncoding(layout="halves")(x, start_index=start))[0]
-    np.testing.assert_allclose(
-        encoded, halves_encoding(start + length, depth)[start:], atol=2e-4
-    )
+    np.testing.assert_allclose(encoded, halves_encoding(start + length, depth)[start:], atol=2e-4)
 
 
 def test_halves_round_trip_and_bad_layout(tmp_path):

@@ -1,9 +1,14 @@
 """What a `RunStrategy` does to the batches of a run on several devices or
 processes (`recipes/strategy.py`)."""
 
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 import tensorflow as tf
 
+from keras_attention.recipes import multi_worker
 from keras_attention.recipes.strategy import fill_and_share
 
 
@@ -44,3 +49,44 @@ def test_one_process_gets_every_row_filled_to_the_batch():
     np.testing.assert_array_equal(last[1], [6, 7, 0, 0, 0])
     np.testing.assert_array_equal(last[2], [1, 1, 0, 0, 0])
     np.testing.assert_array_equal(first[2], [1] * 5)
+
+
+MIRRORED_FIT = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+if sys.argv[1] == "1":
+    from keras_attention.recipes import multi_worker
+    assert multi_worker.patch_symbolic_build()
+import keras
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = keras.Sequential([keras.Input([4]), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+# A first batch of 11 rows: the two replicas get 6 and 5.
+rows = np.arange(44, dtype="float32").reshape(11, 4)
+model.fit(tf.data.Dataset.from_tensor_slices((rows, rows[:, :1])).batch(11), verbose=0)
+print("trained")
+"""
+
+
+def mirrored_fit(patch):
+    return subprocess.run(
+        [sys.executable, "-c", MIRRORED_FIT, "1" if patch else "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(not multi_worker.is_affected(), reason="only this Keras needs the patch")
+def test_mirrored_fit_with_replica_parts_of_different_sizes_needs_the_patch():
+    """Keras averages the first batch over the replicas to build the model:
+    parts of 6 and 5 rows cannot be added. With the patch it takes one part."""
+    without = mirrored_fit(patch=False)
+    assert without.returncode != 0 and "must have the same size and shape" in without.stderr
+    patched = mirrored_fit(patch=True)
+    assert patched.returncode == 0, patched.stderr[-3000:]
+    assert "trained" in patched.stdout
