@@ -111,6 +111,39 @@ def test_the_modern_attention_section_ran(smoke):
     assert "against KerasHub `LlamaCausalLM`" in stdout
 
 
+# Converts the tiny fixtures and races them (about 2 minutes): `pytest -m large`.
+@pytest.mark.large
+def test_the_pretrained_benchmark_runs_without_torch(tmp_path):
+    """`benchmarks.pretrained --smoke` with no Python that has torch: the
+    transformers contender is skipped with a line that says so, and the
+    other contenders give the same tokens (Llama) and mostly the same
+    translations (Marian: the fixture's sentences end where they like, and
+    our export's length penalty is not CTranslate2's)."""
+    output = tmp_path / "pretrained.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.pretrained", "--smoke", "--hf-python", ""]
+        + ["--work-dir", str(tmp_path / "work"), "--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "transformers (torch): skipped" in result.stdout
+    results = json.loads(output.read_text())
+    assert results["command"].startswith("python -m benchmarks.pretrained --smoke")
+    assert results["commit"] and results["date"] and results["machine"]["cpu"]
+    assert len(results["load_average_before"]) == len(results["load_average_after"]) == 3
+    (row,) = results["llama"]["rows"]
+    assert row["reference"] == "ours_xla" and row["export_text_equal"]
+    for name in ("ours_xla", "keras_hub"):
+        assert row[f"{name}_tokens"] == row[f"{name}_leading_equal"] == row["new_tokens"]
+    assert row["ours_xla_over_keras_hub"] > 0 and "ours_xla_over_transformers" not in row
+    (row,) = results["marian"]["rows"]
+    assert row["reference"] == "ctranslate2" and row["ours_export_xla_over_ctranslate2"] > 0
+    assert 2 * row["ours_export_xla_same_as_reference"] > len(results["marian"]["sources"])
+    assert "the peer's time over ours" in result.stdout
+
+
 PEAK_OF_64_MIB = """
 import json, tensorflow as tf
 from benchmarks import measure
