@@ -30,7 +30,7 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import translation_batches
-from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, token_ids
+from keras_attention.data.tokenizers import END_ID, PAD_ID, token_ids
 from keras_attention.files import write_atomically
 from keras_attention.models import build_seq2seq_attention, build_transformer
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
@@ -44,6 +44,7 @@ from keras_attention.recipes.recipe import (
     warn_if_truncated,
 )
 from keras_attention.run_files import RunFiles
+from keras_attention.tasks.translation import cross_attention
 
 MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
 
@@ -172,15 +173,13 @@ def model_attention(model, data, source, translation):
     source_ids = tf.cast(token_ids(data.tokenizer, tf.constant([source]), max_length), "int32")
     output_ids = data.target_tokenizer.tokenize(tf.constant([translation]))[:, : max_length - 1]
     output_ids = tf.concat([tf.cast(output_ids.to_tensor(), "int32"), [[END_ID]]], 1)  # y </s>
-    target_ids = tf.concat([[[START_ID]], output_ids[:, :-1]], axis=1)  # <s> y
-    scores = model.attention_scores({"source_ids": source_ids, "target_ids": target_ids})
-    weights = np.asarray(keras.ops.convert_to_numpy(scores["decoder_cross_attention"][-1]))
+    weights = keras.ops.convert_to_numpy(cross_attention(model, source_ids, output_ids))
     source_vocabulary = data.tokenizer.vocabulary
     target_vocabulary = data.target_tokenizer.vocabulary
     return (
         [source_vocabulary[i] for i in source_ids.numpy()[0] if i != PAD_ID],
         [target_vocabulary[i] for i in output_ids.numpy()[0]],
-        weights[0].astype("float32"),
+        weights[0],
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from keras_attention.convert import llama, marian
 from keras_attention.convert.checkpoint import Checkpoint, CheckpointError
+from keras_attention.tasks import task_of
 
 FAMILIES = {model_type: family for family in (marian, llama) for model_type in family.MODEL_TYPES}
 
@@ -61,18 +62,12 @@ def from_huggingface(path):
     Raises `CheckpointError` (a ValueError) naming the file or key of what
     cannot be converted exactly.
     """
-    from keras_attention.models import build_transformer, build_transformer_lm
-
     checkpoint = Checkpoint(path)
     family = family_of(checkpoint)
     arguments, sides = family.read(checkpoint)
     tokenizers = family.tokenizers(checkpoint, sides)
-    if family.TASK == "translation":
-        model = build_transformer(
-            tokenizers["source"].vocabulary_size, tokenizers["target"].vocabulary_size, **arguments
-        )
-    else:
-        model = build_transformer_lm(tokenizers["text"].vocabulary_size, **arguments)
+    sizes = [tokenizers[side].vocabulary_size for side in task_of(family.TASK).sides]
+    model = family.BUILDER(*sizes, **arguments)
     family.load_weights(model, checkpoint.weights(), sides)
     config = {
         "task": family.TASK,

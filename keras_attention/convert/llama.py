@@ -17,10 +17,12 @@ import numpy as np
 from keras_attention.convert.checkpoint import CheckpointError
 from keras_attention.convert.ids import make_id_map, pieces, reorder_rows
 from keras_attention.data.tokenizers import MappedSubwordTokenizer
+from keras_attention.models import build_transformer_lm
 
 MODEL_TYPES = ("llama", "mistral")
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
 TASK = "language_model"
+BUILDER = build_transformer_lm
 
 
 def _rope(checkpoint):

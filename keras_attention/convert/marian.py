@@ -22,10 +22,12 @@ from keras_attention.convert.ids import (
 )
 from keras_attention.data.tokenizers import START_ID, MappedSubwordTokenizer
 from keras_attention.layers.positional_encoding import PositionalEncoding
+from keras_attention.models import build_transformer
 
 MODEL_TYPES = ("marian",)
 ARCHITECTURES = ("MarianMTModel",)
 TASK = "translation"
+BUILDER = build_transformer
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}
 
 

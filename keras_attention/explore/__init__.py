@@ -37,20 +37,10 @@ import tensorflow as tf
 from keras import ops
 
 from keras_attention import decoding
-from keras_attention.data.tokenizers import (
-    END,
-    END_ID,
-    START_ID,
-    load_run_tokenizer,
-    token_ids,
-)
+from keras_attention.data.tokenizers import load_run_tokenizer, token_ids
 from keras_attention.run_files import RunFiles
+from keras_attention.tasks import task_of
 from keras_attention.visualize import AXES
-
-# The step-through walks these rows: output token t and what it attended to.
-STEPS = {"translation": "decoder_cross_attention", "language_model": "self_attention"}
-MAX_BEAM_SIZE = 8
-MAX_NEW_TOKENS = 64  # a language model's completion, at most
 
 
 class ExplorerError(ValueError):
@@ -98,7 +88,13 @@ class Explorer:
     Args:
         path: a run's folder, as a recipe wrote it, or the `model.keras` in
             one (its config and vocabularies are read from beside it).
+
+    What the page shows of each task is the task's (`keras_attention.tasks`):
+    `task.explore(explorer, ids)` calls back `search`, `attention`,
+    `logits` and `labels` here.
     """
+
+    error = ExplorerError
 
     def __init__(self, path):
         import keras_attention.models  # noqa: F401  (registers the model classes)
@@ -106,24 +102,25 @@ class Explorer:
         self.files, model_file = find_run(path)
         self.config = json.loads(self.files.config.read_text())
         self.model = keras.saving.load_model(model_file)
-        self.task = getattr(self.model, "task", None)
-        if self.task not in ("translation", "classification", "language_model"):
-            raise ExplorerError(f"{model_file} is not a keras_attention model")
+        try:
+            self._task = task_of(self.model)
+        except ValueError:
+            raise ExplorerError(f"{model_file} is not a keras_attention model") from None
+        self.task = self._task.name
         self.subword = self.config.get("tokenizer") in ("subword", "mapped_subword")
-        sides = ("source", "target") if self.task == "translation" else ("text",)
         try:
             self.tokenizers = {
-                side: load_run_tokenizer(self.files, self.config, side) for side in sides
+                side: load_run_tokenizer(self.files, self.config, side) for side in self._task.sides
             }
         except ValueError as error:
             raise ExplorerError(str(error)) from None
         self.max_length = int(self.config["max_length"])
-        self.labels = None
-        if self.task == "classification":
-            self.labels = json.loads(self.files.labels.read_text())
+        self.label_names = None
+        if self.files.labels.is_file():
+            self.label_names = json.loads(self.files.labels.read_text())
         self._searches = {}
         self._attention = _compiled(self.model.attention_scores)
-        self._logits = _compiled(self.model)
+        self.logits = _compiled(self.model)
 
     def info(self):
         """What the page needs before the first answer."""
@@ -133,8 +130,8 @@ class Explorer:
             "run": str(self.files.folder),
             "max_length": self.max_length,
             "beam_size": int(self.config.get("beam_size") or 1),
-            "max_beam_size": MAX_BEAM_SIZE if self.task == "translation" else 1,
-            "labels": self.labels,
+            "max_beam_size": self._task.max_beam_size,
+            "labels": self.label_names,
         }
 
     def answer(self, text, beam_size=None):
@@ -150,9 +147,9 @@ class Explorer:
         except UnicodeEncodeError:
             raise ExplorerError("The text is not valid UTF-8.") from None
         started = time.perf_counter()
-        tokenizer = self.tokenizers["source" if self.task == "translation" else "text"]
+        tokenizer = self.tokenizers[self._task.input_side]
         count = int(tokenizer.tokenize(tf.constant([text])).row_lengths()[0])
-        room = self.max_length - (1 if self.task == "language_model" else 0)  # <s> first
+        room = self.max_length - self._task.positions_before_text
         ids = token_ids(tokenizer, tf.constant([text]), room).numpy().astype("int32")
         notice = None
         if count > room:
@@ -160,83 +157,20 @@ class Explorer:
                 f"The text has {count} tokens; the model reads at most {room}, so it "
                 f"was truncated to the first {room}."
             )
-        if self.task == "translation":
-            result = self._translate(ids, beam_size)
-        elif self.task == "classification":
-            result = self._classify(ids)
-        else:
-            result = self._complete(ids)
+        result = self._task.explore(self, ids, beam_size)
         result.update(
             task=self.task,
             text=text,
             notice=notice,
             axes={kind: AXES[kind] for kind in result["attention"]},
-            steps=STEPS.get(self.task),
+            steps=self._task.steps,
             seconds=round(time.perf_counter() - started, 3),
         )
         return result
 
-    # --- One task each ---
+    # --- What the tasks call back ---
 
-    def _translate(self, source_ids, beam_size):
-        beam_size = int(self.config.get("beam_size") or 1) if beam_size is None else beam_size
-        if not isinstance(beam_size, int) or not 1 <= beam_size <= MAX_BEAM_SIZE:
-            raise ExplorerError(f"beam_size must be from 1 to {MAX_BEAM_SIZE}; got {beam_size!r}")
-        ids, scores = self._search(beam_size)(source_ids)
-        ids, scores = np.asarray(ids)[0], np.asarray(scores)[0]  # [K, L], [K]
-        target = self.tokenizers["target"]
-        hypotheses = [
-            {"text": _text(target, row), "score": round(float(score), 4)}
-            for row, score in zip(ids, scores, strict=True)
-            if score > decoding.NEG_INF / 2
-        ]
-        output = _before_end(ids[0])
-        target_ids = np.array([[START_ID, *output]], "int32")  # <s> y1 .. yn
-        weights = self._attention({"source_ids": source_ids, "target_ids": target_ids})
-        return {
-            "source_tokens": self._labels(source_ids[0], "source"),
-            "target_tokens": self._labels(output, "target") + [END],  # y1 .. yn </s>
-            "translation": hypotheses[0]["text"],
-            "hypotheses": hypotheses,
-            "beam_size": beam_size,
-            "attention": _nested(weights),
-        }
-
-    def _classify(self, ids):
-        logits = np.asarray(self._logits(ids))[0]
-        probabilities = np.exp(logits - logits.max())
-        probabilities /= probabilities.sum()
-        best = int(probabilities.argmax())
-        return {
-            "source_tokens": self._labels(ids[0], "text"),
-            "label": self.labels[best],
-            "probabilities": {
-                label: round(float(p), 4)
-                for label, p in zip(self.labels, probabilities, strict=True)
-            },
-            "attention": _nested(self._attention(ids)),
-        }
-
-    def _complete(self, ids):
-        prompt = np.concatenate([[START_ID], ids[0][ids[0] != 0]])[None].astype("int32")
-        new_tokens = min(MAX_NEW_TOKENS, self.max_length - prompt.shape[1])
-        if new_tokens > 0:
-            output = np.asarray(self._search(1, new_tokens)(prompt))[0]
-            sequence = np.concatenate([prompt[0], _before_end(output[prompt.shape[1] :])])
-        else:
-            sequence = prompt[0]
-        sequence = sequence[None].astype("int32")
-        tokenizer = self.tokenizers["text"]
-        return {
-            "source_tokens": self._labels(sequence[0], "text"),
-            "prompt_length": int(prompt.shape[1]),
-            "completion": _text(tokenizer, sequence[0, prompt.shape[1] :]),
-            "attention": _nested(self._attention(sequence)),
-        }
-
-    # --- Helpers ---
-
-    def _search(self, beam_size, new_tokens=None):
+    def search(self, beam_size, new_tokens=None):
         """A search compiled once: a translation's beam search, `ids [1, S]`
         -> `(ids [1, K, L], scores [1, K])`; with `new_tokens`, a language
         model's greedy completion, prompt `[1, P]` -> `[1, P + new_tokens]`."""
@@ -253,7 +187,16 @@ class Explorer:
             self._searches[key] = _compiled(search)
         return self._searches[key]
 
-    def _labels(self, ids, side):
+    def attention(self, inputs):
+        """kind -> layers of `[H, Tq, Tk]` weights for one input, as nested
+        lists rounded to 4 decimals (the page shows 3)."""
+        scores = self._attention(inputs)
+        return {
+            kind: [np.round(np.asarray(ops.convert_to_numpy(w))[0], 4).tolist() for w in layers]
+            for kind, layers in scores.items()
+        }
+
+    def labels(self, ids, side):
         return token_labels(self.tokenizers[side], ids, self.subword)
 
 
@@ -264,26 +207,3 @@ def _compiled(function):
     if keras.backend.backend() == "tensorflow":
         return tf.function(function, reduce_retracing=True, autograph=False)
     return function
-
-
-def _before_end(ids):
-    """The ids before the first end or padding id."""
-    ids = [int(i) for i in ids]
-    for position, i in enumerate(ids):
-        if i in (END_ID, 0):
-            return ids[:position]
-    return ids
-
-
-def _text(tokenizer, ids):
-    ids = np.asarray(_before_end(ids) or [END_ID], "int32")[None]
-    return tokenizer.detokenize(ids).numpy()[0].decode("utf-8")
-
-
-def _nested(scores):
-    """kind -> layers of `[1, H, Tq, Tk]` -> nested lists, rounded (the
-    page shows 3 decimals)."""
-    return {
-        kind: [np.round(np.asarray(ops.convert_to_numpy(w))[0], 4).tolist() for w in layers]
-        for kind, layers in scores.items()
-    }

@@ -145,29 +145,23 @@ def export_run(
     `run_dir`; returns the version folder. `base` and `name` default to the
     run's export folder and name; `jit_compile` as in `export_model`."""
     from keras_attention.export import export_model
+    from keras_attention.tasks import task_of
 
     model, config, files, tokenizer = load_run(model_path, run_dir)
-    task = getattr(model, "task", None)
-    if jit_compile and task != "translation":
+    task = task_of(model)
+    if jit_compile and not task.compiles_search:
         raise SystemExit(
             f"error: --jit-compile compiles a translator's search; {model_path} holds a "
             f"{type(model).__name__}"
         )
-    arguments = {}
-    if task == "translation":
-        source, target = tokenizer("source"), tokenizer("target")
-        arguments["beam_size"] = config.get("beam_size") or 1
-    else:
-        source, target = tokenizer("text"), None
-    if task == "classification":
-        arguments["label_names"] = json.loads(files.labels.read_text())
+    tokenizers = [tokenizer(side) for side in task.sides]
+    arguments = task.export_arguments(config, files)
     base = Path(base or config.get("export_dir") or files.serving)
     folder = export_model(
         model,
         base,
         name or config.get("export_name") or run_dir.name,
-        source,
-        target,
+        *tokenizers,
         max_length=config["max_length"],
         version=version,
         overwrite=overwrite,

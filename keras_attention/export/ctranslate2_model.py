@@ -78,7 +78,9 @@ def position_table(model, num_positions=DEFAULT_POSITIONS):
 
 def check_convertible(model):
     """Raises `ValueError` naming what CTranslate2's Transformer cannot hold."""
-    if getattr(model, "task", None) != "translation" or not hasattr(model, "encoder"):
+    from keras_attention.models.transformer import Transformer
+
+    if not isinstance(model, Transformer):
         raise ValueError(
             "CTranslate2 export takes a Transformer encoder-decoder (build_transformer); "
             f"received {type(model).__name__}"

@@ -29,6 +29,8 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import PAD_ID, START_ID, token_ids
+from keras_attention.tasks import task_of
+from keras_attention.tasks.translation import cross_attention
 
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for
 TEXTS = tf.TensorSpec([None], tf.string)
@@ -189,13 +191,7 @@ class TranslationServer(Server):
         @tf.function(input_signature=[TEXTS])
         def translate_with_attention(text):
             source_ids, output_ids = translate(text)
-            # Teacher-force the decoded output to read its attention weights:
-            # the decoder input is <s> y1 .. y(n-1), so row t produced y_t.
-            start = tf.fill([tf.shape(output_ids)[0], 1], START_ID)
-            target_ids = tf.concat([start, output_ids[:, :-1]], axis=1)
-            scores = model.attention_scores({"source_ids": source_ids, "target_ids": target_ids})
-            # The last decoder layer's (the RNN decoder has one).
-            attention = tf.cast(scores["decoder_cross_attention"][-1], tf.float32)  # [B, H, T, S]
+            attention = cross_attention(model, source_ids, output_ids)  # [B, H, T, S]
             real = tf.cast(output_ids != PAD_ID, tf.float32)[:, None, :, None]
             return {
                 "translation": target_tokenizer.detokenize(output_ids),
@@ -370,30 +366,11 @@ class LanguageModelServer(Server):
 def make_server(
     model, tokenizer, target_tokenizer, max_length, beam_size, label_names, jit_compile=False
 ):
-    """The server for `model.task` (each model of the zoo names its task);
-    checks the arguments that task needs."""
-    task = getattr(model, "task", None)
-    if jit_compile and task != "translation":
-        raise ValueError(
-            "`jit_compile=True` is for translation models (an XLA-compiled search). "
-            f"Received a {type(model).__name__}"
-        )
-    if task == "translation":
-        if target_tokenizer is None:
-            raise ValueError("A translation model needs `target_tokenizer`. Received: None")
-        return TranslationServer(
-            model, tokenizer, target_tokenizer, max_length, beam_size, jit_compile
-        )
-    if task == "classification":
-        if label_names is None or len(label_names) != model.num_classes:
-            raise ValueError(
-                f"A classifier with {model.num_classes} classes needs as many "
-                f"`label_names`. Received: label_names={label_names!r}"
-            )
-        return ClassificationServer(model, tokenizer, max_length, label_names)
-    if task == "language_model":
-        return LanguageModelServer(model, tokenizer, max_length, beam_size)
-    raise ValueError(
-        "`model` must be a keras_attention Transformer, Seq2SeqAttention, "
-        f"TransformerClassifier or TransformerLM. Received: {type(model).__name__}"
+    """The server for the model's task (`keras_attention.tasks`)."""
+    task = task_of(model)
+    if "target" in task.sides and target_tokenizer is None:
+        raise ValueError("A translation model needs `target_tokenizer`. Received: None")
+    tokenizers = dict(
+        zip(task.sides, (tokenizer, target_tokenizer)[: len(task.sides)], strict=True)
     )
+    return task.server(model, tokenizers, max_length, beam_size, label_names, jit_compile)

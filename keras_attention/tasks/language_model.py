@@ -1,0 +1,42 @@
+"""Language modelling: a prompt in, its completion out (`TransformerLM`)."""
+
+import numpy as np
+
+from keras_attention.data.tokenizers import START_ID
+from keras_attention.tasks.base import Task, before_end, refuse_jit_compile, text_of
+
+MAX_NEW_TOKENS = 64  # the explorer's completion, at most
+
+
+class LanguageModeling(Task):
+    """`<s>` and a prompt in, the tokens that follow out; self-attention."""
+
+    name = "language_model"
+    positions_before_text = 1  # <s>
+    steps = "self_attention"
+
+    def export_arguments(self, config, files):
+        return {"beam_size": config.get("beam_size") or 1}
+
+    def server(
+        self, model, tokenizers, max_length, beam_size=1, label_names=None, jit_compile=False
+    ):
+        from keras_attention.export.signatures import LanguageModelServer
+
+        refuse_jit_compile(jit_compile, model)
+        return LanguageModelServer(model, tokenizers["text"], max_length, beam_size)
+
+    def explore(self, explorer, ids, beam_size=None):
+        prompt = np.concatenate([[START_ID], ids[0][ids[0] != 0]])[None].astype("int32")
+        new_tokens = min(MAX_NEW_TOKENS, explorer.max_length - prompt.shape[1])
+        sequence = prompt[0]
+        if new_tokens > 0:
+            output = np.asarray(explorer.search(1, new_tokens)(prompt))[0]
+            sequence = np.concatenate([prompt[0], before_end(output[prompt.shape[1] :])])
+        sequence = sequence[None].astype("int32")
+        return {
+            "source_tokens": explorer.labels(sequence[0], "text"),
+            "prompt_length": int(prompt.shape[1]),
+            "completion": text_of(explorer.tokenizers["text"], sequence[0, prompt.shape[1] :]),
+            "attention": explorer.attention(sequence),
+        }

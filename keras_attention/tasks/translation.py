@@ -1,0 +1,76 @@
+"""Translation: an encoder-decoder (`Transformer`, `Seq2SeqAttention`)."""
+
+import numpy as np
+from keras import ops
+
+from keras_attention import decoding
+from keras_attention.data.tokenizers import END, END_ID, START_ID
+from keras_attention.tasks.base import Task, before_end, text_of
+
+MAX_EXPLORER_BEAM_SIZE = 8  # the explorer's page offers beams 1 to 8
+
+
+def decoder_inputs(output_ids):
+    """`<s> y1 .. y(T-1)` for an answer `y1 .. yT` `[B, T]`: teacher-forced,
+    row t of the decoder's attention is what it attended to while
+    producing y_t (the way attention pictures are drawn)."""
+    start = ops.full([ops.shape(output_ids)[0], 1], START_ID, dtype=output_ids.dtype)
+    return ops.concatenate([start, output_ids[:, :-1]], axis=1)
+
+
+def cross_attention(model, source_ids, output_ids):
+    """The last decoder layer's cross-attention `[B, H, T, S]` (H = 1 for
+    the RNN), float32, while the model produced `output_ids` `[B, T]` (an
+    answer with its end token), teacher-forced (`decoder_inputs`)."""
+    inputs = {"source_ids": source_ids, "target_ids": decoder_inputs(output_ids)}
+    return ops.cast(model.attention_scores(inputs)["decoder_cross_attention"][-1], "float32")
+
+
+class Translation(Task):
+    """Source text in, target text out; beam search; cross-attention."""
+
+    name = "translation"
+    sides = ("source", "target")
+    input_side = "source"
+    steps = "decoder_cross_attention"
+    max_beam_size = MAX_EXPLORER_BEAM_SIZE
+    compiles_search = True
+
+    def export_arguments(self, config, files):
+        return {"beam_size": config.get("beam_size") or 1}
+
+    def server(
+        self, model, tokenizers, max_length, beam_size=1, label_names=None, jit_compile=False
+    ):
+        from keras_attention.export.signatures import TranslationServer
+
+        return TranslationServer(
+            model, tokenizers["source"], tokenizers["target"], max_length, beam_size, jit_compile
+        )
+
+    def explore(self, explorer, ids, beam_size=None):
+        if beam_size is None:
+            beam_size = int(explorer.config.get("beam_size") or 1)
+        if not isinstance(beam_size, int) or not 1 <= beam_size <= self.max_beam_size:
+            raise explorer.error(
+                f"beam_size must be from 1 to {self.max_beam_size}; got {beam_size!r}"
+            )
+        output_ids, scores = explorer.search(beam_size)(ids)
+        output_ids, scores = np.asarray(output_ids)[0], np.asarray(scores)[0]  # [K, L], [K]
+        target = explorer.tokenizers["target"]
+        hypotheses = [
+            {"text": text_of(target, row), "score": round(float(score), 4)}
+            for row, score in zip(output_ids, scores, strict=True)
+            if score > decoding.NEG_INF / 2
+        ]
+        output = before_end(output_ids[0])
+        best = np.array([[*output, END_ID]], "int32")  # y1 .. yn </s>
+        weights = explorer.attention({"source_ids": ids, "target_ids": decoder_inputs(best)})
+        return {
+            "source_tokens": explorer.labels(ids[0], "source"),
+            "target_tokens": explorer.labels(output, "target") + [END],
+            "translation": hypotheses[0]["text"],
+            "hypotheses": hypotheses,
+            "beam_size": beam_size,
+            "attention": weights,
+        }
