@@ -5,12 +5,14 @@ read back as the checkpoint's pieces."""
 import json
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import sentencepiece
 import tensorflow as tf
 
-from keras_attention.data.tokenizers import END_ID, token_ids
+from keras_attention.data.tokenizers import END_ID, START_ID, load_run_tokenizer, token_ids
+from keras_attention.run_files import RunFiles
 
 FIXTURES = Path(__file__).parent / "convert" / "fixtures"
 
@@ -68,3 +70,43 @@ def check_beam_answer(ours, our_score, theirs, their_score, score_of_theirs):
     assert score_of_theirs == pytest.approx(their_score, abs=1e-4)
     assert our_score > their_score
     return False
+
+
+WORDS = "the a small big red old new house book child cat dog river town saw bought read".split()
+
+
+def pairs(count, seed):
+    """English phrases and the same in upper case: a task one epoch improves."""
+    random = np.random.default_rng(seed)
+    sources = [" ".join(random.choice(WORDS, random.integers(2, 6))) for _ in range(count)]
+    return [(s, s.upper()) for s in sources]
+
+
+def write_pairs(path, rows):
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    return path
+
+
+def validation_loss(run, rows):
+    """Mean cross-entropy per target token of `rows`, teacher-forced."""
+    import keras_attention.models  # noqa: F401
+
+    files = RunFiles(run)
+    config = json.loads(files.config.read_text())
+    source, target = (load_run_tokenizer(files, config, side) for side in ("source", "target"))
+    model = keras.saving.load_model(files.model)
+    total, count = 0.0, 0
+    for text, translation in rows:
+        source_ids = source.tokenize(tf.constant([text])).to_tensor()
+        output = target.tokenize(tf.constant([translation]))[0].numpy().tolist()
+        inputs = np.array([[START_ID, *output]], "int32")
+        labels = [*output, END_ID]
+        logits = np.asarray(model({"source_ids": np.asarray(source_ids), "target_ids": inputs}))
+        log_probs = (
+            logits[0]
+            - np.log(np.exp(logits[0] - logits[0].max(-1, keepdims=True)).sum(-1, keepdims=True))
+            - logits[0].max(-1, keepdims=True)
+        )
+        total -= sum(log_probs[i, label] for i, label in enumerate(labels))
+        count += len(labels)
+    return total / count
