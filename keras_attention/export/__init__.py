@@ -80,7 +80,8 @@ def export_model(
         warmup_texts: texts of the warm-up requests (one request per signature).
         config: optional dict (e.g. the recipe's resolved config), saved in the
             metadata file.
-        jit_compile: bool, a translation model's search with the export's
+        jit_compile: bool, the search of a translation model (or of a
+            language model whose positions do not end) with the export's
             beam size and `max_length` is compiled by XLA (several times
             faster on CPU). TF Serving then needs
             `--xla_cpu_compilation_enabled=true`; see docs/serving.md.

@@ -12,8 +12,9 @@ this runs on TensorFlow: started under another Keras backend (a model
 trained on JAX), it says so and runs itself again with
 `KERAS_BACKEND=tensorflow`; the `.keras` file loads on either.
 
-`--jit-compile` compiles a translator's search with XLA (several times
-faster on CPU; see docs/serving.md for TF Serving's flag).
+`--jit-compile` compiles the search of a translator or a language model
+with XLA (several times faster on CPU; see docs/serving.md for TF
+Serving's flag).
 
 `--format ctranslate2` writes a Transformer run as a CTranslate2 model
 directory instead (default `<run>/ctranslate2`), with the run's vocabulary
@@ -52,7 +53,7 @@ def main(argv=None):
         "--jit-compile",
         action="store_true",
         default=None,
-        help="saved_model only: compile a translator's search with XLA (several times faster on "
+        help="saved_model only: compile the search with XLA (several times faster on "
         "CPU; TF Serving needs --xla_cpu_compilation_enabled=true)",
     )
     args = parser.parse_args(argv)
@@ -151,7 +152,7 @@ def export_run(
     task = task_of(model)
     if jit_compile and not task.compiles_search:
         raise SystemExit(
-            f"error: --jit-compile compiles a translator's search; {model_path} holds a "
+            f"error: --jit-compile compiles a search; {model_path} holds a "
             f"{type(model).__name__}"
         )
     tokenizers = [tokenizer(side) for side in task.sides]

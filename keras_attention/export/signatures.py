@@ -269,17 +269,30 @@ class LanguageModelServer(Server):
       row sampled with its own options from its own seed (the same seed,
       the same completion, whatever else is in the batch). `temperature`
       <= 0 decodes greedily; `top_k` 0 and `top_p` 0 or 1 set no limit.
+
+    With `jit_compile=True` the search with the export's beam size and
+    maximum length (`serving_default`'s, and `complete_with_options`' rows
+    that ask for those) is compiled by XLA, prompts padded to a few lengths,
+    as a translator's is. Only for a model whose positions do not end
+    (rotary, ALiBi, sinusoidal): with learned positions each row's room
+    differs, which XLA cannot compile as one program.
     """
 
     text_input = "prompt"
     server_name = "language_model_server"
 
-    def __init__(self, model, tokenizer, max_length, beam_size=1):
-        max_length_limit = max_length
+    def __init__(self, model, tokenizer, max_length, beam_size=1, jit_compile=False):
+        max_length_limit, export_beam_size = max_length, beam_size
         # Learned positions end somewhere: <s>, the prompt and what is
         # generated must fit in the model's `max_length` positions.
         positions = model.max_length
+        if jit_compile and positions is not None:
+            raise ValueError(
+                "`jit_compile=True` needs a language model whose positions do not end "
+                f"(rotary, ALiBi, sinusoidal); this one learned {positions} positions"
+            )
         prompt_limit = max_length if positions is None else min(max_length, positions - 2)
+        buckets = length_buckets(prompt_limit + 1)  # <s> and the prompt
         self.option_inputs = {
             "complete_with_options": {"beam_size": beam_size, "max_length": max_length},
             "complete_by_sampling": {
@@ -314,18 +327,39 @@ class LanguageModelServer(Server):
 
             return decode
 
+        @tf.function(jit_compile=True)
+        def compiled_search(prompt_ids):
+            # Every row may take the export's `max_length` (positions do
+            # not end), a number XLA compiles into the program.
+            return beam_search(model, prompt_ids, max_length, beam_size=beam_size)[0]
+
+        @tf.function  # traced once, shared by the signatures that use it
+        def export_search(prompt_ids, new_tokens):
+            """The search with the export's options: under XLA if asked."""
+            if jit_compile:
+                return compiled_search(pad_to_bucket(prompt_ids, buckets))
+            return search(beam_size)(prompt_ids, new_tokens)
+
         @tf.function(input_signature=[TEXTS])
         def serving_default(prompt):
-            return {"completion": complete(prompt, max_length, search(beam_size))}
+            return {"completion": complete(prompt, max_length, export_search)}
 
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def complete_with_options(prompt, beam_size, max_length):
             def complete_group(prompt, options):
-                return complete(
-                    prompt,
-                    clamp(options[1], max_length_limit),
-                    search(clamp(options[0], MAX_BEAM_SIZE)),
-                )
+                beams = clamp(options[0], MAX_BEAM_SIZE)
+                length = clamp(options[1], max_length_limit)
+                if not jit_compile:
+                    return complete(prompt, length, search(beams))
+
+                def decode(prompt_ids, new_tokens):
+                    return tf.cond(
+                        (beams == export_beam_size) & (length == max_length_limit),
+                        lambda: export_search(prompt_ids, new_tokens),
+                        lambda: search(beams)(prompt_ids, new_tokens),
+                    )
+
+                return complete(prompt, length, decode)
 
             completion = decode_by_options(prompt, [beam_size, max_length], complete_group)
             return {"completion": completion}

@@ -49,9 +49,10 @@ class Task:
 
 
 def refuse_jit_compile(jit_compile, model):
-    if jit_compile:  # (only a translator's search compiles)
+    if jit_compile:
         raise ValueError(
-            "`jit_compile=True` is for translation models (an XLA-compiled search). "
+            "`jit_compile=True` is for translation and language models (an XLA-compiled "
+            "search). "
             f"Received a {type(model).__name__}"
         )
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from keras_attention.data.tokenizers import START_ID
-from keras_attention.tasks.base import Task, before_end, refuse_jit_compile, text_of
+from keras_attention.tasks.base import Task, before_end, text_of
 
 MAX_NEW_TOKENS = 64  # the explorer's completion, at most
 
@@ -14,6 +14,7 @@ class LanguageModeling(Task):
     name = "language_model"
     positions_before_text = 1  # <s>
     steps = "self_attention"
+    compiles_search = True
 
     def export_arguments(self, config, files):
         return {"beam_size": config.get("beam_size") or 1}
@@ -23,8 +24,7 @@ class LanguageModeling(Task):
     ):
         from keras_attention.export.signatures import LanguageModelServer
 
-        refuse_jit_compile(jit_compile, model)
-        return LanguageModelServer(model, tokenizers["text"], max_length, beam_size)
+        return LanguageModelServer(model, tokenizers["text"], max_length, beam_size, jit_compile)
 
     def explore(self, explorer, ids, beam_size=None):
         prompt = np.concatenate([[START_ID], ids[0][ids[0] != 0]])[None].astype("int32")

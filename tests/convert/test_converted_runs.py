@@ -16,6 +16,7 @@ from export_helpers import ask_a_fresh_process
 from keras_attention.convert import convert
 from keras_attention.data.tokenizers import load_run_tokenizer
 from keras_attention.explore import Explorer
+from keras_attention.export import export_model
 from keras_attention.run_files import RunFiles
 
 pytestmark = pytest.mark.large
@@ -82,26 +83,66 @@ def test_the_explorer_opens_a_converted_run(marian_run):
     assert answer["source_tokens"][-1] == "</s>"
 
 
-@pytest.mark.parametrize("name", ["llama", "mistral"])
-def test_a_language_models_export_completes_as_generate_does(name, tmp_path):
+def generate_completions(name, tokenizer, cut=0, longest=None):
+    """The fixture's prompts (of at most `longest` tokens), and Hugging
+    Face's greedy completions of them (`cut` tokens fewer for odd rows) as
+    our tokenizer detokenizes them (bytes), and its number of new tokens.
+    Not the prompt with "<s>" typed in it, which Hugging Face reads as BOS."""
     expected, _ = reference(name)
-    run = convert(FIXTURES / name, tmp_path / name)
-    tokenizer = load_run_tokenizer(RunFiles(run), {"tokenizer": "mapped_subword"}, "text")
     ours_of = {piece: i for i, piece in enumerate(tokenizer.vocabulary)}
     pieces = checkpoint_pieces(name)
-    # (Not the prompt with "<s>" typed in it: Hugging Face reads it as BOS.)
-    kept = [i for i, text in enumerate(expected["texts"]) if "<s>" not in text]
+    new_tokens = expected["greedy_kwargs"]["max_new_tokens"]
+    kept = [
+        i
+        for i, text in enumerate(expected["texts"])
+        if "<s>" not in text and (longest is None or len(expected["input_ids"][i]) - 1 <= longest)
+    ]
     texts, completions = [expected["texts"][i] for i in kept], []
-    for i in kept:
+    for row_number, i in enumerate(kept):
         text_ids, row = expected["input_ids"][i], expected["greedy"][i]
         generated = [ours_of[pieces[j]] for j in row["ids"][len(text_ids) :]]
+        generated = generated[: new_tokens - cut * (row_number % 2)]
         completions.append(tokenizer.detokenize(np.array([generated or [0]])).numpy()[0])
+    assert len(set(completions)) > 5
+    return texts, completions, new_tokens
+
+
+@pytest.mark.parametrize("name", ["llama", "mistral"])
+def test_a_language_models_export_completes_as_generate_does(name, tmp_path):
+    run = convert(FIXTURES / name, tmp_path / name)
+    tokenizer = load_run_tokenizer(RunFiles(run), {"tokenizer": "mapped_subword"}, "text")
+    texts, completions, new_tokens = generate_completions(name, tokenizer)
     export = run / "serving" / name / "1"
     request = {
         "prompt": np.array([t.encode() for t in texts], dtype=object),
         "beam_size": np.ones(len(texts), "int32"),
-        "max_length": np.full(len(texts), expected["greedy_kwargs"]["max_new_tokens"], "int32"),
+        "max_length": np.full(len(texts), new_tokens, "int32"),
     }
     answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
     assert list(answers[export]["answers"][0]["completion"]) == completions
-    assert len(set(completions)) > 5
+
+
+def test_a_language_models_xla_export_completes_as_generate_does(converted, tmp_path):
+    """`jit_compile=True`: greedy with the export's length runs under XLA
+    (prompts padded to a few lengths), in `serving_default` and in the
+    options signature's rows that ask for it; other rows as a graph. (The
+    export's `max_length`, Hugging Face's 24 new tokens, also truncates
+    prompts: the prompts here are no longer.)"""
+    llama = converted("llama")
+    tokenizer = llama.tokenizers["text"]
+    texts, completions, new_tokens = generate_completions("llama", tokenizer, longest=24)
+    export = export_model(
+        llama.model, tmp_path, "xla", tokenizer, max_length=new_tokens, jit_compile=True
+    )
+    prompts = np.array([t.encode() for t in texts], dtype=object)
+    count = len(texts)
+    # Odd rows ask for one token fewer: the graph's search, not XLA's.
+    lengths = np.array([new_tokens - (i % 2) for i in range(count)], "int32")
+    options = {"prompt": prompts, "beam_size": np.ones(count, "int32"), "max_length": lengths}
+    spec = {
+        str(export): [("serving_default", {"prompt": prompts}), ("complete_with_options", options)]
+    }
+    plain, mixed = ask_a_fresh_process(spec, tmp_path)[str(export)]["answers"]
+    assert list(plain["completion"]) == completions
+    _, shorter, _ = generate_completions("llama", tokenizer, cut=1, longest=new_tokens)
+    assert list(mixed["completion"]) == shorter

@@ -376,7 +376,18 @@ def test_export_refuses_bad_arguments(exports, tmp_path):
         export.export_model(model, tmp_path, "a/b", tokenizer, tokenizer, max_length=4)
     with pytest.raises(ValueError, match="label_names"):
         export.export_model(exports.classifier, tmp_path, "c", tokenizer, max_length=4)
-    with pytest.raises(ValueError, match="`jit_compile=True` is for translation models"):
+    with pytest.raises(ValueError, match="`jit_compile=True` is for translation and language"):
+        export.export_model(
+            exports.classifier,
+            tmp_path,
+            "c",
+            tokenizer,
+            max_length=4,
+            label_names=exports.label_names,
+            jit_compile=True,
+        )
+    # Learned positions: each prompt leaves its own room, not one XLA program.
+    with pytest.raises(ValueError, match="whose positions do not end"):
         export.export_model(
             exports.language_model, tmp_path, "l", tokenizer, max_length=4, jit_compile=True
         )
