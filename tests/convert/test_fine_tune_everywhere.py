@@ -77,10 +77,16 @@ def weights(path):
 
 
 def test_a_killed_mirrored_fine_tuning_resumes_as_if_never_stopped(files, tmp_path):
-    extra = ("--strategy", "mirrored", "--no-export")
+    """The uninterrupted run also exports (the killed and resumed ones need
+    not), and its evaluation and weights are the resumed run's reference."""
+    extra = ("--strategy", "mirrored")
     reference = finish(run(translate_flags(files, tmp_path / "reference", *extra), MIRRORED))
     assert reference[0] == 0, reference[2][-3000:]
     assert "strategy mirrored (2 replicas)" in reference[1]
+    assert (tmp_path / "reference" / "serving" / "translate" / "1" / "saved_model.pb").is_file()
+    assert (
+        json.loads((tmp_path / "reference" / "evaluation.json").read_text())["test_examples"] == 8
+    )
     assert f"Fine-tuning {files['marian'] / 'model.keras'}" in reference[1]
     rows = pairs(16, 1)  # the validation file's
     before, after = (
@@ -89,7 +95,7 @@ def test_a_killed_mirrored_fine_tuning_resumes_as_if_never_stopped(files, tmp_pa
     )
     assert after < 0.9 * before, (before, after)
     output_dir = tmp_path / "killed"
-    flags = translate_flags(files, output_dir, *extra)
+    flags = translate_flags(files, output_dir, *extra, "--no-export")
     killed_stdout = kill_and_keep(flags, output_dir, MIRRORED)
     resumed = finish(run(flags, MIRRORED))
     assert resumed[0] == 0, resumed[2][-3000:]

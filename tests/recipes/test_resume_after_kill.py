@@ -4,10 +4,11 @@ if it had never stopped.
 
 No tolerance. With `--deterministic` the resumed run trains on the same
 batches in the same order from the same weights, optimizer state and dropout
-random state, under every strategy tested here (default, `mirrored` on two
-logical CPUs, a two-process `multi_worker` job), so each test asks for the
-validation losses as printed, the same evaluation and the same weights, bit
-for bit.
+random state, under every strategy tested (default and a two-process
+`multi_worker` job here; `mirrored` on two logical CPUs in
+tests/convert/test_fine_tune_everywhere.py, on a fine-tuning run), so each
+test asks for the validation losses as printed, the same evaluation and the
+same weights, bit for bit.
 
 The killed run starts from scratch, as its reference did, with the same
 seed: its first epoch's validation loss must equal the reference's, and
@@ -85,29 +86,6 @@ def test_a_killed_run_resumes_at_the_same_step(damage, default_strategy_runs, da
         )
     else:
         assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
-    assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir)
-
-
-def test_a_killed_mirrored_run_resumes_at_the_same_step(dates_data_dir, tmp_path):
-    """Also the recipe's run under `mirrored` on two logical CPUs: its
-    uninterrupted reference run exports (the killed and resumed runs need
-    not), and the evaluation and the weights it leaves are the resumed
-    run's reference."""
-    env = {"LOGICAL_CPUS": "2"}
-    extra = ["--strategy", "mirrored"]
-    reference = finish(run(flags(dates_data_dir, tmp_path / "reference", *extra), env))
-    assert reference[0] == 0, reference[2][-3000:]
-    assert "strategy mirrored (2 replicas)" in reference[1]
-    assert (tmp_path / "reference" / "serving" / "translate" / "1" / "saved_model.pb").is_file()
-    evaluation = json.loads((tmp_path / "reference" / "evaluation.json").read_text())
-    assert evaluation["test_examples"] == 24
-    extra.append(NO_EXPORT)
-    output_dir = tmp_path / "killed"
-    killed_stdout = kill_and_keep(flags(dates_data_dir, output_dir, *extra), output_dir, env)
-    resumed = finish(run(flags(dates_data_dir, output_dir, *extra), env))
-    assert resumed[0] == 0, resumed[2][-3000:]
-    newest = output_dir / "checkpoints" / NEWEST_BEFORE_KILL
-    assert f"Resuming from {newest}: epoch 2, step 2" in resumed[1]
     assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir)
 
 
