@@ -1,10 +1,11 @@
 """`--init-from RUN` on a converted checkpoint under every strategy and
 backend a recipe supports: `mirrored` on two logical CPUs (fine-tuning
-lowers the validation loss; killed in the middle of an epoch and resumed,
-bit for bit as if never stopped), a
-two-process `multi_worker` job (trains as one process does), and JAX
+lowers the validation loss and exports; killed in the middle of an epoch
+and resumed, bit for bit as if never stopped), a two-process
+`multi_worker` job (its workers agree, the validation loss falls), and JAX
 (trains there, exports on TensorFlow, and the export answers in a fresh
-process), for the translation and the language-model recipe."""
+process as the trained model does), for the translation and the
+language-model recipe."""
 
 import json
 import os
@@ -20,7 +21,6 @@ from export_helpers import ask_a_fresh_process
 from kill_helpers import (
     NEWEST_BEFORE_KILL,
     assert_resumed_as_reference,
-    epoch_losses,
     finish,
     kill_and_keep,
     run,
@@ -108,21 +108,18 @@ def test_a_killed_mirrored_fine_tuning_resumes_as_if_never_stopped(files, tmp_pa
 
 
 @pytest.mark.xdist_group(CLUSTERS)
-def test_a_multi_worker_fine_tuning_trains_as_one_process(files, tmp_path):
-    """The two workers end with the same weights, and the job's validation
-    loss is the single process's up to 1%. (Not the same weights: with
-    sentences of different lengths, Keras averages the loss over each
-    replica's tokens, then over the replicas, not over all tokens at once.)
-    Unshuffled: tf.data orders shuffled examples differently once
-    distributed."""
-    extra = ("--epochs", "1", "--no-shuffle", "--no-export")
-    single = finish(run(translate_flags(files, tmp_path / "single", *extra)))
-    assert single[0] == 0, single[2][-3000:]
+def test_a_multi_worker_fine_tuning_trains_as_one_job(files, tmp_path):
+    """Both workers end with the same weights, and the job lowers the
+    validation loss. (How closely a distributed step follows one process's
+    is tests/recipes/test_multi_worker.py's; with sentences of different
+    lengths it is close, not equal: Keras averages the loss over each
+    replica's tokens, then over the replicas.)"""
+    extra = ("--epochs", "1", "--no-export", "--strategy", "multi_worker")
     ports = [f"127.0.0.1:{port}" for port in free_ports(2)]
     workers = []
     for index in range(2):
         config = {"cluster": {"worker": ports}, "task": {"type": "worker", "index": index}}
-        flags = translate_flags(files, tmp_path / "cluster", *extra, "--strategy", "multi_worker")
+        flags = translate_flags(files, tmp_path / "cluster", *extra)
         workers.append(run(flags, {"TF_CONFIG": json.dumps(config)}))
     results = [finish(worker) for worker in workers]
     for code, _, stderr in results:
@@ -133,9 +130,12 @@ def test_a_multi_worker_fine_tuning_trains_as_one_process(files, tmp_path):
     other = weights(tmp_path / "cluster" / ".worker1" / "model.keras")
     for a, b in zip(chief, other, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert_trained(tmp_path / "cluster", files["marian"])
-    (job_loss,), (single_loss,) = epoch_losses(results[0][1]), epoch_losses(single[1])
-    assert abs(float(job_loss) - float(single_loss)) <= 0.01 * float(single_loss)
+    rows = pairs(16, 1)  # the validation file's
+    before, after = (
+        validation_loss(files["marian"], rows),
+        validation_loss(tmp_path / "cluster", rows),
+    )
+    assert after < before, (before, after)
 
 
 def on_jax(recipe, flags):
