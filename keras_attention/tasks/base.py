@@ -49,11 +49,11 @@ class Task:
 
 
 def refuse_jit_compile(jit_compile, model):
+    """For a task whose export has no search to compile with XLA."""
     if jit_compile:
         raise ValueError(
             "`jit_compile=True` is for translation and language models (an XLA-compiled "
-            "search). "
-            f"Received a {type(model).__name__}"
+            f"search). Received a {type(model).__name__}"
         )
 
 
