@@ -6,6 +6,8 @@ message."""
 import argparse
 import dataclasses
 import json
+import shlex
+import textwrap
 import typing
 
 from keras_attention.data import datasets, text_files
@@ -26,10 +28,30 @@ INIT_FROM_CONFLICTS = (
     "chunk_size",
 )
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# Flags a run in its folder may be resumed with, changed: they do not change
+# what the checkpoints there hold.
+RESUMABLE_CHANGES = (
+    "output_dir",  # the same folder, perhaps written another way
+    "epochs",
+    "join_timeout",
+    "checkpoint_every",
+    "test_examples",
+    "data_dir",
+    "export",
+    "export_dir",
+    "export_name",
+    "export_version",
+    "overwrite_export",
+    "overwrite",
+)
 
 
 class InitFromError(ValueError):
     """`--init-from` names no finished run, or a flag contradicts it."""
+
+
+class OtherRunInFolder(ValueError):
+    """`--output-dir` holds a run with other settings."""
 
 
 # --- Config: a dataclass, one flag per field, the field's help as its help ---
@@ -150,7 +172,16 @@ class TrainingConfig:
     deterministic: bool = flag(
         False, "deterministic TF ops: the same seed, the same weights (slower)"
     )
-    output_dir: str = flag("runs/train", "where everything of this run is written")
+    output_dir: str = flag(
+        "runs/train",
+        "where everything of this run is written; a run there is resumed, and only by "
+        "the same settings",
+    )
+    overwrite: bool = flag(
+        False,
+        "delete the run in --output-dir and start afresh (without it, a folder holding "
+        "a run with other settings is refused)",
+    )
     export: bool = flag(
         True,
         "end the run with its TF Serving export (--no-export: make it later with "
@@ -210,43 +241,150 @@ def main(recipe_class, presets, argv=None, description=None):
         ExportFailed,
         UnknownArgument,  # a typo in --model-overrides
         InitFromError,
+        OtherRunInFolder,
     ) as error:
         raise SystemExit(f"error: {error}") from None
+
+
+# The groups `--help` shows the flags in, in this order; every field of every
+# recipe's config is in one.
+FLAG_GROUPS = {
+    "data": (
+        "train_file",
+        "validation_file",
+        "test_file",
+        "held_out_share",
+        "skip_bad_lines",
+        "dataset",
+        "source_key",
+        "target_key",
+        "text_key",
+        "label_key",
+        "reverse",
+        "train_split",
+        "validation_split",
+        "test_split",
+        "data_dir",
+        "train_examples",
+        "test_examples",
+        "max_length",
+        "pack_texts",
+    ),
+    "model": (
+        "init_from",
+        "model",
+        "model_preset",
+        "model_overrides",
+        "tokenizer",
+        "vocabulary_size",
+        "shared_vocabulary",
+        "chunk_size",
+    ),
+    "training": (
+        "batch_size",
+        "epochs",
+        "shuffle",
+        "learning_rate",
+        "schedule",
+        "warmup_steps",
+        "adam_beta_1",
+        "adam_beta_2",
+        "adam_epsilon",
+        "label_smoothing",
+        "strategy",
+        "precision",
+        "jit_compile",
+        "join_timeout",
+        "checkpoint_every",
+        "seed",
+        "deterministic",
+        "output_dir",
+        "overwrite",
+    ),
+    "evaluation and export": (
+        "beam_size",
+        "eval_batch_size",
+        "prompt_tokens",
+        "top_k",
+        "export",
+        "export_dir",
+        "export_name",
+        "export_version",
+        "overwrite_export",
+    ),
+}
+
+
+def _names_of_settings(config_class):
+    """What `--preset`, `--model`, `--model-preset` and `--model-overrides` each pick."""
+    has_model = "model" in {field.name for field in dataclasses.fields(config_class)}
+    return (
+        "--preset picks settings for the whole recipe (listed below); "
+        + ("--model picks the architecture, " if has_model else "")
+        + "--model-preset the builder's named size (tiny, base, big), and --model-overrides "
+        "single builder arguments. A flag you give wins over the preset.\n"
+    )
 
 
 def parse_config(config_class, presets, argv=None, description=None):
     """Builds the config from `--preset` and then one flag per field.
 
     Flags override the preset's values; the preset overrides the defaults.
+    `--help` shows the flags in groups (`FLAG_GROUPS`), each with its default
+    and choices, and what every preset sets.
     Bad values exit with a message naming the flag (argparse), not a traceback.
     """
     parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=f"python -m {config_class.__module__}",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(_names_of_settings(config_class), break_on_hyphens=False)
+        + "\n\npresets:\n"
+        + _describe_presets(presets),
     )
     parser.add_argument(
         "--preset",
         choices=sorted(presets),
         default=next(iter(presets)),
-        help="named settings; the flags below override them",
+        help=f"named settings (listed below); the flags override them (default: "
+        f"{next(iter(presets))})",
     )
-    for field in dataclasses.fields(config_class):
+    groups = {name: parser.add_argument_group(f"{name} flags") for name in FLAG_GROUPS}
+    order = [(group, name) for group, names in FLAG_GROUPS.items() for name in names]
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    missing = set(fields) - {name for _, name in order}
+    if missing:
+        raise TypeError(f"{config_class.__name__}: {sorted(missing)} in none of FLAG_GROUPS")
+    for group_name, name in order:
+        if name not in fields:
+            continue
+        field, group = fields[name], groups[group_name]
         kind = _value_type(field)
-        help_text = field.metadata["help"]
+        help_text = (
+            field.metadata["help"].replace("%", "%%") + f" (default: {_shown_default(field)})"
+        )
         if kind is bool:
-            parser.add_argument(
+            group.add_argument(
                 flag_name(field),
                 action=argparse.BooleanOptionalAction,
                 default=None,
                 help=help_text,
             )
+            continue
+        choices = field.metadata["choices"]
+        if kind is dict:
+            metavar = "JSON"
+        elif choices:
+            metavar = "{" + ",".join(choices) + "}"
         else:
-            parser.add_argument(
-                flag_name(field),
-                type=_json_object if kind is dict else kind,
-                default=None,
-                help=help_text,
-                metavar="JSON" if kind is dict else kind.__name__.upper(),
-            )
+            metavar = kind.__name__.upper()
+        group.add_argument(
+            flag_name(field),
+            type=_json_object if kind is dict else kind,
+            default=None,
+            help=help_text,
+            metavar=metavar,
+        )
     args = vars(parser.parse_args(argv))
     values = dict(presets[args.pop("preset")])
     values.update({name: value for name, value in args.items() if value is not None})
@@ -255,6 +393,34 @@ def parse_config(config_class, presets, argv=None, description=None):
     except ValueError as error:
         parser.error(str(error))
     return config
+
+
+def _shown_default(field):
+    default = _default(field)
+    if isinstance(default, bool):
+        return _as_flag(field.name, default)
+    if isinstance(default, dict):
+        return json.dumps(default)
+    return default
+
+
+def _as_flag(name, value):
+    """`name=value` as it is typed on the command line."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else "--no-" + flag[2:]
+    if isinstance(value, dict):
+        return f"{flag} {shlex.quote(json.dumps(value))}"
+    return f"{flag} {shlex.quote(str(value))}"
+
+
+def _describe_presets(presets):
+    """One line a preset: its name and the flags it sets."""
+    lines = []
+    for name, values in presets.items():
+        settings = " ".join(_as_flag(key, value) for key, value in values.items())
+        lines.append(f"  {name}: {settings or '(the defaults)'}")
+    return "\n".join(lines) + "\n"
 
 
 def _value_type(field):

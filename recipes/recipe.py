@@ -4,6 +4,7 @@ at a time and resumable at any step."""
 
 import dataclasses
 import json
+import shutil
 import time
 import typing
 from pathlib import Path
@@ -26,8 +27,11 @@ from keras_attention.recipes.choices import epochs_for, vocabulary_size_for
 from keras_attention.recipes.config import (
     INIT_FROM_CONFLICTS,
     PRECISIONS,
+    RESUMABLE_CHANGES,
     InitFromError,
+    OtherRunInFolder,
     TrainingConfig,
+    flag_name,
 )
 from keras_attention.recipes.strategy import make_strategy, saving_alone
 from keras_attention.run_files import RunFiles
@@ -64,9 +68,71 @@ def start_run(config):
     set_precision(config.precision)
     strategy = make_strategy(config.strategy, config.batch_size, config.join_timeout)
     output_dir = strategy.files_folder(config.output_dir)
+    if config.overwrite:
+        clear_run(output_dir)
+    else:
+        check_same_run(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(RunFiles(output_dir).config, dataclasses.asdict(config))
     return strategy, output_dir
+
+
+def check_same_run(output_dir, config):
+    """Refuses to mix two runs in one folder: a folder that holds a run
+    (its `config.json`) is resumed only by the same settings. A setting left
+    None (chosen for the data) matches what the run chose; those of
+    `RESUMABLE_CHANGES` may differ."""
+    path = RunFiles(output_dir).config
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as error:
+        raise OtherRunInFolder(f"{path} cannot be read ({error}); {WAYS_ON}") from None
+    differences = [
+        f"{flag_name(field)} {_shown(saved, field.name)} there, {getattr(config, field.name)!r} now"
+        for field in dataclasses.fields(config)
+        if field.name not in RESUMABLE_CHANGES
+        and getattr(config, field.name) is not None
+        and saved.get(field.name, MISSING) != _as_json(getattr(config, field.name))
+    ]
+    if differences:
+        raise OtherRunInFolder(
+            f"--output-dir {output_dir} holds a run with other settings: "
+            + "; ".join(differences)
+            + f". {WAYS_ON}"
+        )
+
+
+MISSING = object()
+WAYS_ON = "Give a new --output-dir to keep that run, or --overwrite to delete it and start afresh."
+
+
+def _shown(saved, name):
+    return repr(saved[name]) if name in saved else "not set"
+
+
+def _as_json(value):
+    """`value` as `config.json` gives it back (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
+
+def clear_run(output_dir):
+    """`--overwrite`: deletes the run in `output_dir`, every file and folder
+    of it but the other processes' (`.worker*`, which they clear
+    themselves). Only a folder that holds a run (`config.json`) is
+    cleared, so a mistyped `--output-dir` deletes nothing else."""
+    output_dir = Path(output_dir)
+    if not RunFiles(output_dir).config.is_file():
+        return
+    print(f"--overwrite: deleting the run in {output_dir}")
+    for entry in output_dir.iterdir():
+        if entry.name.startswith(".worker"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def set_precision(precision):

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 
 import pytest
 
@@ -62,3 +63,95 @@ def test_a_run_sets_deterministic_ops_either_way():
     assert tf_config.is_op_determinism_enabled()
     recipe.set_op_determinism(False)
     assert not tf_config.is_op_determinism_enabled()
+
+
+def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
+    """A recipe pointed at a folder with another run's settings stops before
+    it writes anything, names the folder and what differs, and says the two
+    ways on; nothing there is moved or deleted. The same settings resume;
+    those that do not change the checkpoints (`--epochs`, the export's) may
+    differ; a setting left None matches what the run chose for its data."""
+    output_dir = tmp_path / "run"
+    first = TranslateConfig(output_dir=str(output_dir), max_length=48, vocabulary_size=None)
+    recipe.start_run(first)
+    saved = output_dir / "config.json"
+    chosen = dict(json.loads(saved.read_text()), vocabulary_size=500)  # as `prepare` writes it
+    saved.write_text(json.dumps(chosen))
+    checkpoint = output_dir / "checkpoints" / "epoch-00001-step-0000010" / "model.weights.h5"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"weights")
+
+    other = dataclasses.replace(first, max_length=32, vocabulary_size=800)
+    with pytest.raises(recipe_config.OtherRunInFolder) as refused:
+        recipe.start_run(other)
+    message = str(refused.value)
+    assert f"--output-dir {output_dir} holds a run with other settings" in message
+    assert "--max-length 48 there, 32 now" in message
+    assert "--vocabulary-size 500 there, 800 now" in message
+    assert "a new --output-dir" in message and "--overwrite" in message
+    assert json.loads(saved.read_text()) == chosen and checkpoint.read_bytes() == b"weights"
+
+    for same in (first, dataclasses.replace(first, epochs=9, export=False, test_examples=5)):
+        recipe.start_run(same)
+        assert checkpoint.read_bytes() == b"weights"
+
+
+def test_overwrite_deletes_the_run_and_nothing_else(tmp_path):
+    output_dir = tmp_path / "run"
+    recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_length=48))
+    (output_dir / "checkpoints").mkdir()
+    (output_dir / "checkpoints" / "position.json").write_text("{}")
+    (output_dir / ".worker1").mkdir()  # another process's, cleared by that process
+    recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_length=32, overwrite=True))
+    assert sorted(path.name for path in output_dir.iterdir()) == [".worker1", "config.json"]
+    assert json.loads((output_dir / "config.json").read_text())["max_length"] == 32
+    # A folder that holds no run is not cleared: a mistyped --output-dir loses nothing.
+    kept = tmp_path / "mine" / "notes.txt"
+    kept.parent.mkdir()
+    kept.write_text("mine")
+    recipe.start_run(TranslateConfig(output_dir=str(kept.parent), overwrite=True))
+    assert kept.read_text() == "mine"
+
+
+def test_the_command_says_how_on_when_the_folder_holds_another_run(tmp_path):
+    from keras_attention.recipes import translate
+
+    output_dir = tmp_path / "run"
+    recipe.start_run(TranslateConfig(output_dir=str(output_dir)))
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["--output-dir", str(output_dir), "--max-length", "20"])
+    assert str(exit_info.value).startswith(f"error: --output-dir {output_dir} holds a run")
+
+
+@pytest.mark.parametrize(
+    "recipe_name,config_name",
+    [
+        ("translate", "TranslateConfig"),
+        ("classify", "ClassifyConfig"),
+        ("language_model", "LanguageModelConfig"),
+    ],
+)
+def test_help_shows_every_default_every_choice_and_what_each_preset_sets(
+    recipe_name, config_name, capsys
+):
+    import importlib
+
+    module = importlib.import_module(f"keras_attention.recipes.{recipe_name}")
+    config_class = getattr(module, config_name)
+    with pytest.raises(SystemExit):
+        recipe_config.parse_config(config_class, module.PRESETS, ["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for group in ("data flags:", "model flags:", "training flags:", "evaluation and export flags:"):
+        assert group in help_text
+    listed = help_text[help_text.index("data flags:") :]  # after the usage line
+    assert listed.index("--max-length INT") < listed.index("model flags:")
+    assert listed.index("model flags:") < listed.index("--batch-size INT")
+    for field in dataclasses.fields(config_class):
+        assert recipe_config.flag_name(field) in help_text
+    assert "--batch-size INT global batch size, split over the replicas (default: 64)" in help_text
+    assert "(default: --shuffle)" in help_text and "(default: --no-jit-compile)" in help_text
+    assert "--precision {float32,mixed_float16,mixed_bfloat16}" in help_text
+    assert "--strategy {default,mirrored,multi_worker,tpu,data_parallel}" in help_text
+    assert "--preset picks settings for the whole recipe" in help_text
+    for name in module.PRESETS:
+        assert f" {name}: " in help_text
