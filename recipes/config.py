@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import json
 import shlex
+import sys
 import textwrap
 import typing
 
@@ -335,7 +336,7 @@ def parse_config(config_class, presets, argv=None, description=None):
     Bad values exit with a message naming the flag (argparse), not a traceback.
     """
     parser = argparse.ArgumentParser(
-        prog=f"python -m {config_class.__module__}",
+        prog=f"python -m {_module_name(config_class)}",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=textwrap.fill(_names_of_settings(config_class), break_on_hyphens=False)
@@ -393,6 +394,15 @@ def parse_config(config_class, presets, argv=None, description=None):
     except ValueError as error:
         parser.error(str(error))
     return config
+
+
+def _module_name(config_class):
+    """The recipe's module as `python -m` names it (`__main__` when run so)."""
+    module = config_class.__module__
+    if module == "__main__":
+        spec = sys.modules["__main__"].__spec__
+        return spec.name if spec else module
+    return module
 
 
 def _shown_default(field):
