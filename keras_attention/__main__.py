@@ -74,9 +74,9 @@ def main(argv=None):
     paths = visualize.plot_model_attention(
         model,
         {"source_ids": source, "target_ids": target},
-        [VOCABULARY[i] for i in source[0]],
-        [VOCABULARY[i] for i in target[0]],
-        output_dir,
+        target_tokens=[VOCABULARY[i] for i in target[0]],
+        source_tokens=[VOCABULARY[i] for i in source[0]],
+        output_dir=output_dir,
     )
     print("attention maps:", *map(str, paths), sep="\n  ")
 

@@ -161,13 +161,16 @@ AXES = {
 }
 
 
-def plot_model_attention(model, inputs, source_tokens, target_tokens, output_dir):
+def plot_model_attention(model, inputs, *, target_tokens=None, source_tokens, output_dir):
     """Draws every layer and kind of attention of the first example of `inputs`.
 
-    `source_tokens` label the source (encoder) positions, `target_tokens` the
-    target (decoder) positions; a model with one sequence (classifier,
-    language model) takes `inputs` token ids and uses `source_tokens` for both
-    axes. Returns the written PNG paths, one per layer and kind.
+    `target_tokens` label the target (decoder) positions, `source_tokens` the
+    source (encoder) positions: the rows and the columns of cross-attention,
+    in `plot_attention`'s order (query, then key), and keyword-only, so that
+    they cannot be swapped by position. A model with one sequence
+    (classifier, language model) takes `inputs` token ids and uses
+    `source_tokens` for both axes. Returns the written PNG paths, one per
+    layer and kind.
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +250,11 @@ def main(argv=None):
     else:
         inputs = np.array([source_ids])
     for path in plot_model_attention(
-        model, inputs, label(source_ids), label(target_ids), args.output_dir
+        model,
+        inputs,
+        target_tokens=label(target_ids),
+        source_tokens=label(source_ids),
+        output_dir=args.output_dir,
     ):
         print(path)
 

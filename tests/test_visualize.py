@@ -78,7 +78,11 @@ def test_every_layer_and_kind_of_a_transformer(tmp_path):
     model = build_transformer(20, num_layers=2, num_heads=4)
     inputs = {"source_ids": np.array([[5, 6, 7]]), "target_ids": np.array([[1, 5, 6, 8]])}
     paths = visualize.plot_model_attention(
-        model, inputs, ["a", "b", "c"], ["<s>", "x", "y", "z"], tmp_path
+        model,
+        inputs,
+        target_tokens=["<s>", "x", "y", "z"],
+        source_tokens=["a", "b", "c"],
+        output_dir=tmp_path,
     )
     names = sorted(p.name for p in paths)
     assert names == sorted(
