@@ -161,6 +161,8 @@ def test_a_translator_fine_tuned_on_jax_exports_what_it_translated(files, tmp_pa
     run_dir = tmp_path / "run"
     stdout = on_jax("translate", translate_flags(files, run_dir, "--epochs", "1"))
     assert f"Fine-tuning {files['marian'] / 'model.keras'}" in stdout
+    assert f"Exporting with TensorFlow: -m keras_attention.export {run_dir}" in stdout
+    assert "/models/translate" in (run_dir / "serving" / "models.config").read_text()
     assert_trained(run_dir, files["marian"])
     # What the JAX model's search translated in the run, against the export.
     rows = [row.split("\t") for row in (run_dir / "test_translations.tsv").read_text().splitlines()]
