@@ -400,10 +400,11 @@ def export_with_tensorflow(output_dir, base, config):
     TensorFlow; returns the version folder."""
     # The version is chosen here, so the folder the command writes is known.
     version = config.export_version or next_version(Path(base) / config.export_name)
-    command = [sys.executable, "-m", "keras_attention.export", str(output_dir), "--base", str(base)]
-    command += ["--name", config.export_name, "--version", str(version)]
+    command = [sys.executable, "-m", "keras_attention.export", str(output_dir)]
+    command += ["--export-dir", str(base), "--export-name", config.export_name]
+    command += ["--export-version", str(version)]
     if config.overwrite_export:
-        command.append("--overwrite")
+        command.append("--overwrite-export")
     print(f"Exporting with TensorFlow: {' '.join(command[1:])}", flush=True)
     environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
     environment.pop("XLA_FLAGS", None)  # the JAX run's device settings

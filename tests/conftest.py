@@ -29,11 +29,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 # Session and module fixtures that train or export (minutes each). Under
-# pytest-xdist (`-n 2`, as the README's command runs the suite) every test
-# that uses one runs in the same worker process, so each is made once, not
-# once a worker. (`.ci/run` runs the large tests in one process: in two,
-# they took 28 min against 30, their training runs already keep both cores
-# busy, and the clusters' processes wait longer on each other.)
+# pytest-xdist (`-n 2`, as the README's command and `.ci/run`'s large step
+# run the suite) every test that uses one runs in the same worker process,
+# so each is made once, not once a worker. A fixture that uses another
+# (`two_processes` uses `jax_runs`) is in that one's group.
 SHARED_RUNS = (
     "exports",
     "first_run",

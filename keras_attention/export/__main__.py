@@ -1,7 +1,8 @@
 """Exports a finished training run to TF Serving's layout.
 
     python -m keras_attention.export runs/translate
-    python -m keras_attention.export runs/translate/model.keras --base serving --name dates
+    python -m keras_attention.export runs/translate/model.keras --export-dir serving \
+        --export-name dates
     python -m keras_attention.export runs/translate --jit-compile
     python -m keras_attention.export runs/translate --format ctranslate2 --quantization int8
 
@@ -17,8 +18,14 @@ with XLA (several times faster on CPU; see docs/serving.md for TF
 Serving's flag).
 
 `--format ctranslate2` writes a Transformer run as a CTranslate2 model
-directory instead (default `<run>/ctranslate2`), with the run's vocabulary
-files (SentencePiece models) beside it; it needs `pip install ctranslate2`.
+directory instead (`--export-dir`, default `<run>/ctranslate2`), with the
+run's vocabulary files (SentencePiece models) beside it; it needs `pip
+install ctranslate2`.
+
+The flags are the recipes' export flags, by the same names. The names
+before them (`--base`, `--name`, `--version`, `--overwrite`, and
+`--output-dir` for CTranslate2) still work, with a warning, and go in a
+later release.
 """
 
 import argparse
@@ -30,42 +37,7 @@ from pathlib import Path
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(
-        prog="python -m keras_attention.export", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("run", help="a run's folder, or the model.keras file in it")
-    parser.add_argument("--base", help="TF Serving base folder (default: <run>/serving)")
-    parser.add_argument("--name", help="the model's name in TF Serving (default: the run's)")
-    parser.add_argument("--version", type=int, help="version number (default: the next one)")
-    parser.add_argument("--overwrite", action="store_true", help="replace --version if it exists")
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="saved_model",
-        help="saved_model (TF Serving, the default) or ctranslate2",
-    )
-    parser.add_argument(
-        "--quantization",
-        help="ctranslate2 only: the weights' type, e.g. int8 (default float32)",
-    )
-    parser.add_argument("--output-dir", help="ctranslate2 only (default: <run>/ctranslate2)")
-    parser.add_argument(
-        "--jit-compile",
-        action="store_true",
-        default=None,
-        help="saved_model only: compile the search with XLA (several times faster on "
-        "CPU; TF Serving needs --xla_cpu_compilation_enabled=true)",
-    )
-    args = parser.parse_args(argv)
-    if args.format == "saved_model":
-        for name in ("quantization", "output_dir"):
-            if getattr(args, name) is not None:
-                parser.error(f"--{name.replace('_', '-')} needs --format ctranslate2")
-    else:
-        for name in ("base", "name", "version", "jit_compile"):
-            if getattr(args, name) is not None:
-                option = name.replace("_", "-")
-                parser.error(f"--{option} is for --format saved_model (TF Serving's layout)")
+    args = parse_arguments(argv)
 
     import keras
 
@@ -90,16 +62,16 @@ def main(argv=None):
     try:
         if args.format == "ctranslate2":
             written = export_run_to_ctranslate2(
-                model_path, run_dir, args.output_dir, args.quantization, args.overwrite
+                model_path, run_dir, args.export_dir, args.quantization, bool(args.overwrite_export)
             )
         else:
             written = export_run(
                 model_path,
                 run_dir,
-                args.base,
-                args.name,
-                args.version,
-                args.overwrite,
+                args.export_dir,
+                args.export_name,
+                args.export_version,
+                bool(args.overwrite_export),
                 jit_compile=bool(args.jit_compile),
             )
     except FileExistsError as error:
@@ -113,7 +85,90 @@ def main(argv=None):
     return written
 
 
+def parse_arguments(argv):
+    """The command's flags; those given by their names before warn
+    (`RENAMED`), and flags of the other `--format` are refused."""
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attention.export", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("run", help="a run's folder, or the model.keras file in it")
+    parser.add_argument(
+        "--export-dir",
+        help="TF Serving base folder (default: <run>/serving); with --format ctranslate2, "
+        "the model's folder (default: <run>/ctranslate2)",
+    )
+    parser.add_argument("--export-name", help="the model's name in TF Serving (default: the run's)")
+    parser.add_argument("--export-version", type=int, help="version number (default: the next one)")
+    parser.add_argument(
+        "--overwrite-export",
+        action="store_true",
+        default=None,
+        help="replace --export-version (or the CTranslate2 folder) if it exists",
+    )
+    # The names before (`RENAMED`), hidden from --help.
+    parser.add_argument("--base", "--output-dir", dest="export_dir", help=argparse.SUPPRESS)
+    parser.add_argument("--name", dest="export_name", help=argparse.SUPPRESS)
+    parser.add_argument("--version", dest="export_version", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--overwrite",
+        dest="overwrite_export",
+        action="store_true",
+        default=None,
+        help=argparse.SUPPRESS,
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="saved_model",
+        help="saved_model (TF Serving, the default) or ctranslate2",
+    )
+    parser.add_argument(
+        "--quantization",
+        help="ctranslate2 only: the weights' type, e.g. int8 (default float32)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        default=None,
+        help="saved_model only: compile the search with XLA (several times faster on "
+        "CPU; TF Serving needs --xla_cpu_compilation_enabled=true)",
+    )
+    args = parser.parse_args(argv)
+    warn_of_renamed_flags(argv)
+    if args.format == "saved_model":
+        if args.quantization is not None:
+            parser.error("--quantization needs --format ctranslate2")
+    else:
+        for name in ("export_name", "export_version", "jit_compile"):
+            if getattr(args, name) is not None:
+                option = name.replace("_", "-")
+                parser.error(f"--{option} is for --format saved_model (TF Serving's layout)")
+    return args
+
+
 FORMATS = ("saved_model", "ctranslate2")
+# The export flags' names before they took the recipes' names.
+RENAMED = {
+    "--base": "--export-dir",
+    "--output-dir": "--export-dir",
+    "--name": "--export-name",
+    "--version": "--export-version",
+    "--overwrite": "--overwrite-export",
+}
+
+
+def warn_of_renamed_flags(argv):
+    """A `FutureWarning` for each flag of `argv` given by its name before."""
+    import warnings
+
+    for argument in argv:
+        old = argument.split("=", 1)[0]
+        if old in RENAMED:
+            warnings.warn(
+                f"{old} is now {RENAMED[old]}, the recipes' name; {old} goes in a later release",
+                FutureWarning,
+                stacklevel=2,
+            )
 
 
 def load_run(model_path, run_dir):
@@ -152,8 +207,7 @@ def export_run(
     task = task_of(model)
     if jit_compile and not task.compiles_search:
         raise SystemExit(
-            f"error: --jit-compile compiles a search; {model_path} holds a "
-            f"{type(model).__name__}"
+            f"error: --jit-compile compiles a search; {model_path} holds a {type(model).__name__}"
         )
     tokenizers = [tokenizer(side) for side in task.sides]
     arguments = task.export_arguments(config, files)

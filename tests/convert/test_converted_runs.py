@@ -60,7 +60,7 @@ def test_the_ctranslate2_export_translates_the_same(marian_run, tmp_path):
     folder = tmp_path / "ct2"
     subprocess.run(
         [sys.executable, "-m", "keras_attention.export", str(marian_run)]
-        + ["--format", "ctranslate2", "--output-dir", str(folder)],
+        + ["--format", "ctranslate2", "--export-dir", str(folder)],
         check=True,
         timeout=600,
     )

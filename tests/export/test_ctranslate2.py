@@ -50,7 +50,7 @@ def test_the_trained_translator_translates_the_same_in_ctranslate2(exports, tmp_
     folders = {}
     for quantization in (None, "int8"):
         folder = tmp_path / f"ct2_{quantization}"
-        flags = ["--format", "ctranslate2", "--output-dir", str(folder)]
+        flags = ["--format", "ctranslate2", "--export-dir", str(folder)]
         flags += ["--quantization", quantization] if quantization else []
         result = subprocess.run(
             [sys.executable, "-m", "keras_attention.export", str(run), *flags],
@@ -155,8 +155,7 @@ def test_options_ctranslate2_cannot_hold_are_refused_by_name(option, tmp_path):
     "flags,message",
     [
         (["--quantization", "int8"], "--quantization needs --format ctranslate2"),
-        (["--output-dir", "out"], "--output-dir needs --format ctranslate2"),
-        (["--format", "ctranslate2", "--name", "x"], "--name is for --format saved_model"),
+        (["--format", "ctranslate2", "--export-name", "x"], "--export-name is for --format saved_"),
         (["--format", "ctranslate2", "--jit-compile"], "--jit-compile is for --format saved_model"),
         (["--format", "onnx"], "invalid choice: 'onnx'"),
     ],

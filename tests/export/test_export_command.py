@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 from export_helpers import TEXTS, decode_in_process, make_run
 
@@ -21,7 +22,7 @@ def test_a_run_exports_from_either_backend(exports, tmp_path):
     expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
     result = subprocess.run(
         [sys.executable, "-m", "keras_attention.export", str(run / "model.keras")]
-        + ["--base", str(tmp_path / "serving"), "--name", "from_jax", "--jit-compile"],
+        + ["--export-dir", str(tmp_path / "serving"), "--export-name", "from_jax", "--jit-compile"],
         env={**os.environ, "KERAS_BACKEND": "jax"},
         capture_output=True,
         text=True,
@@ -52,3 +53,26 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     assert result.returncode == 1
     assert f"error: {tmp_path / 'model.keras'} not found" in result.stderr
     assert export.versions(tmp_path) == []
+
+
+def test_the_export_flags_are_the_recipes_and_the_names_before_still_work():
+    from keras_attention.export.__main__ import parse_arguments
+
+    new = ["run", "--export-dir", "b", "--export-name", "n", "--export-version", "3"]
+    args = parse_arguments([*new, "--overwrite-export"])
+    assert (args.export_dir, args.export_name, args.export_version) == ("b", "n", 3)
+    assert args.overwrite_export
+    old = ["run", "--base", "b", "--name", "n", "--version", "3", "--overwrite"]
+    with pytest.warns(FutureWarning) as warned:
+        args = parse_arguments(old)
+    assert (args.export_dir, args.export_name, args.export_version) == ("b", "n", 3)
+    assert args.overwrite_export
+    assert [str(w.message).split(",")[0] for w in warned] == [
+        "--base is now --export-dir",
+        "--name is now --export-name",
+        "--version is now --export-version",
+        "--overwrite is now --overwrite-export",
+    ]
+    with pytest.warns(FutureWarning, match="--output-dir is now --export-dir"):
+        args = parse_arguments(["run", "--format", "ctranslate2", "--output-dir", "c"])
+    assert args.export_dir == "c"
