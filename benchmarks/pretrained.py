@@ -443,7 +443,7 @@ def llama_part(args, worker, work):
         (the run's `max_length`, as `generation_config.json` would set it)."""
         config = json.loads((run / "config.json").read_text()) | {"max_length": new_tokens}
         (run / "config.json").write_text(json.dumps(config))
-        command("keras_attention.export", run, "--jit-compile", "--version", new_tokens)
+        command("keras_attention.export", run, "--jit-compile", "--export-version", new_tokens)
         served = load_export(run, "complete_with_options", new_tokens)
         options = {"beam_size": tf.constant([1]), "max_length": tf.constant([new_tokens])}
         return lambda: (
@@ -506,7 +506,7 @@ def marian_part(args, worker, work):
         "keras_attention.convert", checkpoint, "--output-dir", run, "--no-export", "--overwrite"
     )
     command("keras_attention.export", run, "--jit-compile")
-    command("keras_attention.export", run, "--format", "ctranslate2", "--output-dir", run / "ct2")
+    command("keras_attention.export", run, "--format", "ctranslate2", "--export-dir", run / "ct2")
     served = load_export(run, "translate_with_options")
     config = json.loads((run / "config.json").read_text())
     beam_size, max_length = config["beam_size"], config["max_length"]  # what XLA compiled

@@ -76,7 +76,7 @@ def our_exports(run_dir, folder, beam_sizes):
 
 
 def ctranslate2_model(run_dir, folder, quantization):
-    flags = ["--format", "ctranslate2", "--output-dir", str(folder)]
+    flags = ["--format", "ctranslate2", "--export-dir", str(folder)]
     flags += ["--quantization", quantization] if quantization else []
     subprocess.run(
         [sys.executable, "-m", "keras_attention.export", str(run_dir), *flags],
