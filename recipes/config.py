@@ -180,8 +180,8 @@ class TrainingConfig:
     )
     overwrite: bool = flag(
         False,
-        "delete the run in --output-dir and start afresh (without it, a folder holding "
-        "a run with other settings is refused)",
+        "delete the run in --output-dir (its checkpoints, model and exports) and start "
+        "afresh (without it, a folder holding a run with other settings is refused)",
     )
     export: bool = flag(
         True,
