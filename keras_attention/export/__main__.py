@@ -13,7 +13,8 @@ this runs on TensorFlow: started under another Keras backend (a model
 trained on JAX), it says so and runs itself again with
 `KERAS_BACKEND=tensorflow`; the `.keras` file loads on either.
 
-`--jit-compile` compiles the search of a translator or a language model
+`--beam-size` sets the beam size `serving_default` decodes with (the
+run's, by default). `--jit-compile` compiles the search of a translator or a language model
 with XLA (several times faster on CPU; see docs/serving.md for TF
 Serving's flag).
 
@@ -51,8 +52,13 @@ def main(argv=None):
         command = [sys.executable, "-m", "keras_attention.export", *argv]
         os.execve(sys.executable, command, environment)
 
+    from keras_attention.export.signatures import MAX_BEAM_SIZE
     from keras_attention.run_files import RunFiles
 
+    if args.beam_size is not None and not 1 <= args.beam_size <= MAX_BEAM_SIZE:
+        raise SystemExit(
+            f"error: --beam-size must be from 1 to {MAX_BEAM_SIZE}; got {args.beam_size}"
+        )
     path = Path(args.run)
     run_dir = path.parent if path.is_file() else path
     model_path = path if path.is_file() else RunFiles(run_dir).model
@@ -73,6 +79,7 @@ def main(argv=None):
                 args.export_version,
                 bool(args.overwrite_export),
                 jit_compile=bool(args.jit_compile),
+                beam_size=args.beam_size,
             )
     except FileExistsError as error:
         raise SystemExit(f"error: {error}") from None
@@ -127,6 +134,11 @@ def parse_arguments(argv):
         help="ctranslate2 only: the weights' type, e.g. int8 (default float32)",
     )
     parser.add_argument(
+        "--beam-size",
+        type=int,
+        help="saved_model only: the beam size serving_default decodes with (default: the run's)",
+    )
+    parser.add_argument(
         "--jit-compile",
         action="store_true",
         default=None,
@@ -139,7 +151,7 @@ def parse_arguments(argv):
         if args.quantization is not None:
             parser.error("--quantization needs --format ctranslate2")
     else:
-        for name in ("export_name", "export_version", "jit_compile"):
+        for name in ("export_name", "export_version", "beam_size", "jit_compile"):
             if getattr(args, name) is not None:
                 option = name.replace("_", "-")
                 parser.error(f"--{option} is for --format saved_model (TF Serving's layout)")
@@ -195,11 +207,19 @@ def load_run(model_path, run_dir):
 
 
 def export_run(
-    model_path, run_dir, base=None, name=None, version=None, overwrite=False, jit_compile=False
+    model_path,
+    run_dir,
+    base=None,
+    name=None,
+    version=None,
+    overwrite=False,
+    jit_compile=False,
+    beam_size=None,
 ):
     """Exports the model at `model_path` with the vocabularies and config of
-    `run_dir`; returns the version folder. `base` and `name` default to the
-    run's export folder and name; `jit_compile` as in `export_model`."""
+    `run_dir`; returns the version folder. `base`, `name` and `beam_size`
+    default to the run's export folder, name and beam size; `jit_compile`
+    as in `export_model`."""
     from keras_attention.export import export_model
     from keras_attention.tasks import task_of
 
@@ -211,6 +231,13 @@ def export_run(
         )
     tokenizers = [tokenizer(side) for side in task.sides]
     arguments = task.export_arguments(config, files)
+    if beam_size is not None:
+        if "beam_size" not in arguments:
+            raise SystemExit(
+                f"error: --beam-size is for a model that decodes; {model_path} holds a "
+                f"{type(model).__name__}"
+            )
+        arguments["beam_size"] = beam_size
     base = Path(base or config.get("export_dir") or files.serving)
     folder = export_model(
         model,

@@ -17,12 +17,14 @@ def test_a_run_exports_from_either_backend(exports, tmp_path):
     """Started on JAX, the command runs itself again on TensorFlow (which a
     SavedModel needs): that second process is the same command as one
     started on TensorFlow, so this one run checks both. With
-    `--jit-compile` (its search compiled by XLA)."""
+    `--jit-compile` (its search compiled by XLA), and another beam size
+    than the run's."""
     run = make_run(exports, tmp_path / "run")
-    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
+    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS, beam_size=3)
     result = subprocess.run(
         [sys.executable, "-m", "keras_attention.export", str(run / "model.keras")]
-        + ["--export-dir", str(tmp_path / "serving"), "--export-name", "from_jax", "--jit-compile"],
+        + ["--export-dir", str(tmp_path / "serving"), "--export-name", "from_jax", "--jit-compile"]
+        + ["--beam-size", "3"],
         env={**os.environ, "KERAS_BACKEND": "jax"},
         capture_output=True,
         text=True,
@@ -39,7 +41,7 @@ def test_a_run_exports_from_either_backend(exports, tmp_path):
     assert list(served(text=tf.constant(TEXTS))["translation"].numpy()) == expected
     assert "from_jax" in (tmp_path / "serving" / "models.config").read_text()
     metadata = json.loads((version / export.METADATA_FILE).read_text())
-    assert metadata["jit_compile"] is True
+    assert metadata["jit_compile"] is True and metadata["beam_size"] == 3
 
 
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
