@@ -13,10 +13,9 @@ if _WORKERS > 1:
     _THREADS = max(1, (os.cpu_count() or 1) // _WORKERS)
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(_THREADS))
     if "XLA_FLAGS" not in os.environ:  # JAX's CPU client
-        os.environ["XLA_FLAGS"] = (
-            f"--xla_cpu_multi_thread_eigen={str(_THREADS > 1).lower()} "
-            f"intra_op_parallelism_threads={_THREADS}"
-        )
+        # (XLA has no thread-count flag; a bare `name=value` token here
+        # would make it read no flag after it.)
+        os.environ["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen={str(_THREADS > 1).lower()}"
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

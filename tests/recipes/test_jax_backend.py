@@ -38,9 +38,8 @@ from recipe_helpers import free_ports, tiny_flags
 pytestmark = pytest.mark.large
 
 JAX = {"KERAS_BACKEND": "jax"}
-# Before the XLA flags the tests run with (tests/conftest.py's threads), so
-# that the two-device run computes as the two processes do; first, since
-# XLA reads no flag after a token it cannot parse.
+# Beside the XLA flags the tests run with (tests/conftest.py's threads), so
+# that the two-device run computes as the two processes do.
 TWO_HOST_DEVICES = {
     **JAX,
     "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}",
