@@ -10,30 +10,42 @@ stop early once every sequence of the batch has produced the end token.
 Token ids: 0 is padding (never generated), `start_id` (default 1) starts a
 target, `end_id` (default 2) ends it.
 
+`search` decodes with CTranslate2's options (`DecodingOptions`: n-best
+lists, target prefixes, its length penalty and stopping rule, repetition
+penalties, banned n-grams and sequences, length bounds).
+
 The package: `greedy.py` (`greedy_search`), `sampling.py` (`sample`,
 `filter_logits`, `gumbel_noise`), `beam.py` (`beam_search`,
-`best_extensions`), and `_loop.py`, what they share (the loop that drops
-finished rows, the one-best loop of greedy search and sampling).
+`best_extensions`), `constraints.py` (rules applied to a step's logits),
+`options.py` (`DecodingOptions`, `search`), and `_loop.py`, what they share
+(the loop that drops finished rows, the one-best loop of greedy search and
+sampling, `Scoring`: how hypotheses are scored and rows stopped).
 """
 
 from typing import Protocol
 
 from keras_attention.decoding._loop import first_argmax
-from keras_attention.decoding.beam import beam_search, best_extensions
+from keras_attention.decoding.beam import beam_search, best_extensions, most_hypotheses
+from keras_attention.decoding.constraints import Constraints
 from keras_attention.decoding.greedy import greedy_search
+from keras_attention.decoding.options import DecodingOptions, search
 from keras_attention.decoding.sampling import filter_logits, gumbel_noise, sample
 from keras_attention.utils import NEG_INF
 
 __all__ = [
     "NEG_INF",
+    "Constraints",
     "Decodable",
+    "DecodingOptions",
     "beam_search",
     "best_extensions",
     "filter_logits",
     "first_argmax",
     "greedy_search",
     "gumbel_noise",
+    "most_hypotheses",
     "sample",
+    "search",
 ]
 
 

@@ -4,6 +4,8 @@ finished rows, the one-best loop, and the helpers of both.
 Private to the package.
 """
 
+import dataclasses
+
 from keras import ops, tree
 
 from keras_attention.utils import NEG_INF, PAD_ID, check_positive_int, slice_update
@@ -111,13 +113,75 @@ def _where_rows(condition, x, y):
 # --- Shared by greedy search and sampling ---
 
 
-def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, length_penalty=None):
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """How a search scores a finished hypothesis, and when beam search
+    stops a row.
+
+    Attributes:
+        length_penalty: alpha, a float or a float tensor `[B]`: the
+            hypothesis's log-probability is divided by a penalty that grows
+            with its length n; 0 ranks by log-probability alone.
+        form: `"gnmt"`: the penalty is `((5 + n) / 6) ** alpha` (Wu et al.
+            2016), n counting the tokens generated, the end token included.
+            `"power"`: `n ** alpha`, as in CTranslate2 and Hugging Face, n
+            counting every token after the start token: a target prefix and
+            the end token included. (The log-probability never counts a
+            prefix's tokens: they are given, not chosen.)
+        patience: beam search's stopping rule. 0, the zoo's own: a row
+            searches on until no live hypothesis can still enter its n-best.
+            Above 0, CTranslate2's: a row stops once round(beam_size *
+            patience) hypotheses have finished, or, with a length penalty
+            of 0, once the best candidate of a step has finished and
+            `num_hypotheses` have.
+        num_hypotheses: optional int, how many finished hypotheses beam
+            search returns per row (None: `beam_size`).
+        constraints: optional `Constraints`, applied to every step's logits.
+    """
+
+    length_penalty: object = 0.6
+    form: str = "gnmt"
+    patience: object = 0
+    num_hypotheses: object = None
+    constraints: object = None
+
+    def length(self, written, prompt_length):
+        """The length n of a hypothesis whose last token is at position
+        `written - 1` (`prompt_length`: the start token and any prefix)."""
+        return written - (prompt_length if self.form == "gnmt" else 1)
+
+    def penalty(self, length, alpha=None):
+        """The divisor of a hypothesis's log-probability (`alpha`: each
+        row's, broadcast against `length`; None: `length_penalty`)."""
+        alpha = self.length_penalty if alpha is None else alpha
+        length = ops.cast(length, "float32")
+        return ((5.0 + length) / 6.0) ** alpha if self.form == "gnmt" else length**alpha
+
+    def constrain(self, logits, tokens, index, row_ids):
+        if self.constraints is None:
+            return logits
+        return self.constraints.apply(logits, tokens, index, row_ids)
+
+
+def _decode(
+    model,
+    inputs,
+    max_length,
+    start_id,
+    end_id,
+    use_cache,
+    choose,
+    scoring=None,
+    target_prefix=None,
+):
     """The one-best loop: `choose(logits [b, V], position, row_ids [b]) ->
     ids [b]` picks the token at each position (`row_ids`: which batch item
-    each row is). With a `length_penalty` it also returns each sequence's
-    log-probability over that penalty `[B]`, as beam search does."""
+    each row is). With a `scoring` (a `Scoring`) it applies its constraints
+    and also returns each sequence's score `[B]`, as beam search does.
+    `target_prefix`: optional ids `[B, P]` (0-padded) that an
+    encoder-decoder's answers start with."""
     room, row_limit = _limits(max_length)
-    prompt, is_lm = _prompt(model, inputs, start_id)
+    prompt, is_lm = _prompt(model, inputs, start_id, target_prefix)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     total_length = prompt_width + room
     state = model.decoding_start(inputs, total_length, use_cache=use_cache)
@@ -127,7 +191,7 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
         "prompt_length": prompt_length,
         "end_length": prompt_length + row_limit,  # [B]
         "finished": ops.zeros((batch_size,), "bool"),
-        "log_prob": ops.zeros((batch_size,)),  # of the generated tokens, when scored
+        "log_prob": ops.zeros((batch_size,)),  # of the chosen tokens, when scored
     }
 
     def step(index, rows, state, row_ids):
@@ -138,6 +202,8 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
         )
         logits, state = model.decoding_step(tokens, index, state)
         logits = _no_padding(logits)
+        if scoring is not None:
+            logits = scoring.constrain(logits, tokens, index, row_ids)
         position = index + 1
         forced = position < prompt_length
         frozen = rows["finished"] | (position >= end_length)
@@ -146,7 +212,7 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
             forced, ops.take(tokens, position, axis=1), ops.where(frozen, PAD_ID, chosen)
         )
         log_prob = rows["log_prob"]
-        if length_penalty is not None:
+        if scoring is not None:
             token_log_prob = ops.take_along_axis(
                 ops.log_softmax(logits), ops.cast(token[:, None], "int32"), axis=1
             )[:, 0]
@@ -162,12 +228,10 @@ def _decode(model, inputs, max_length, start_id, end_id, use_cache, choose, leng
 
     rows = _loop_while_rows_remain(done, step, rows, state, last_index=total_length - 1)
     tokens = rows["tokens"]
-    if length_penalty is None:
+    if scoring is None:
         return _strip_start(tokens, is_lm)
-    generated = _lengths(tokens) - prompt_length
-    return _strip_start(tokens, is_lm), rows["log_prob"] / _length_penalty(
-        generated, length_penalty
-    )
+    length = scoring.length(_lengths(tokens), prompt_length)
+    return _strip_start(tokens, is_lm), rows["log_prob"] / scoring.penalty(length)
 
 
 def _most_likely(logits, position, row_ids):
@@ -186,12 +250,15 @@ def first_argmax(x):
     return ops.minimum(first, size - 1)  # (all NaN: no index holds the largest)
 
 
-def _prompt(model, inputs, start_id):
+def _prompt(model, inputs, start_id, target_prefix=None):
     """The tokens each sequence starts from: the prompt for a language model,
-    the start token for an encoder-decoder."""
+    the start token (then any target prefix) for an encoder-decoder."""
     if model.is_decoder_only:
         return ops.cast(inputs, "int32"), True
-    return ops.full((ops.shape(inputs)[0], 1), start_id, "int32"), False
+    start = ops.full((ops.shape(inputs)[0], 1), start_id, "int32")
+    if target_prefix is None:
+        return start, False
+    return ops.concatenate([start, ops.cast(target_prefix, "int32")], axis=1), False
 
 
 def _lengths(prompt):
@@ -241,8 +308,3 @@ def _limits(max_length):
         return max_length, max_length
     # (At least 1: the largest of an empty batch's limits is the smallest int.)
     return ops.maximum(ops.max(max_length), 1), ops.cast(max_length, "int32")
-
-
-def _length_penalty(length, alpha):
-    """Wu et al. 2016: `((5 + length) / 6) ** alpha`."""
-    return ((5.0 + ops.cast(length, "float32")) / 6.0) ** alpha

@@ -3,10 +3,10 @@
 from keras import ops, tree
 
 from keras_attention.decoding._loop import (
+    Scoring,
     _check_positive_int,
     _decode,
     _is_scalar,
-    _length_penalty,
     _lengths,
     _limits,
     _loop_while_rows_remain,
@@ -14,7 +14,6 @@ from keras_attention.decoding._loop import (
     _never_generated,
     _no_padding,
     _prompt,
-    _strip_start,
 )
 from keras_attention.utils import END_ID, NEG_INF, PAD_ID, START_ID, slice_update
 
@@ -67,23 +66,67 @@ def beam_search(
     if return_all_beams and ops.is_tensor(beam_size):
         raise ValueError("return_all_beams=True needs a Python int beam_size, not a tensor")
 
+    ids, scores = _search(
+        model,
+        inputs,
+        max_length,
+        beam_size,
+        Scoring(length_penalty),
+        start_id,
+        end_id,
+        use_cache,
+        best_only=not return_all_beams,
+    )
+    return ids, scores
+
+
+def _search(
+    model,
+    inputs,
+    max_length,
+    beam_size,
+    scoring,
+    start_id,
+    end_id,
+    use_cache,
+    target_prefix=None,
+    best_only=False,
+):
+    """Greedy search for a beam of 1, beam search for more: the finished
+    hypotheses `[B, N, ...]` and their scores `[B, N]`, best first (N:
+    `scoring.num_hypotheses`, or the beam size); with `best_only`, the best
+    `[B, ...]` and its score `[B]`."""
+
+    def kept(ids, scores):
+        return (ids[:, 0], scores[:, 0]) if best_only else (ids, scores)
+
     def greedy():
         ids, scores = _decode(
-            model, inputs, max_length, start_id, end_id, use_cache, _most_likely, length_penalty
-        )
-        return (ids[:, None], scores[:, None]) if return_all_beams else (ids, scores)
-
-    def beams():
-        return _beam_search(
             model,
             inputs,
             max_length,
-            beam_size,
-            length_penalty,
             start_id,
             end_id,
             use_cache,
-            return_all_beams,
+            _most_likely,
+            scoring,
+            target_prefix,
+        )
+        return kept(ids[:, None], scores[:, None])
+
+    def beams():
+        return kept(
+            *_beam_search(
+                model,
+                inputs,
+                max_length,
+                beam_size,
+                scoring,
+                start_id,
+                end_id,
+                use_cache,
+                target_prefix,
+            )
         )
 
     if not ops.is_tensor(beam_size):
@@ -92,12 +135,26 @@ def beam_search(
 
 
 def _beam_search(
-    model, inputs, max_length, beam_size, length_penalty, start_id, end_id, use_cache, every=False
+    model, inputs, max_length, beam_size, scoring, start_id, end_id, use_cache, target_prefix=None
 ):
     room, row_limit = _limits(max_length)
-    prompt, is_lm = _prompt(model, inputs, start_id)
+    prompt, is_lm = _prompt(model, inputs, start_id, target_prefix)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     K = beam_size
+    # The n-best list the search settles (without `num_hypotheses`, the
+    # best alone, though the K best finished ones are returned).
+    N = 1 if scoring.num_hypotheses is None else scoring.num_hypotheses
+    # The zoo's stopping rule, or CTranslate2's (`Scoring.patience`): a
+    # Python bool, or a tensor where the patience is one (one search then
+    # holds both rules, rather than two searches).
+    ours = scoring.patience == 0
+    # Finished hypotheses kept per row (CTranslate2's N may exceed K).
+    if ours is True:
+        kept = K
+    elif ops.is_tensor(K) or ops.is_tensor(N):
+        kept = ops.maximum(K, N)
+    else:
+        kept = max(K, N)
     total_length = prompt_width + room
 
     # Every batch item becomes K rows: [B * K, ...], beams of an item
@@ -108,17 +165,21 @@ def _beam_search(
     prompt_length = _lengths(prompt)[:, None]  # [B, 1]
     # Only the first beam is live at the start, so the K beams differ.
     first_beam = ops.where(ops.arange(K) == 0, 0.0, NEG_INF)  # [K]
+    alpha = scoring.length_penalty
     rows = {
         "prompt_length": prompt_length,
         # Positions before it may be written.
         "end_length": prompt_length + (row_limit if _is_scalar(row_limit) else row_limit[:, None]),
+        # Each row's length penalty (one for all, or one per row).
+        "alpha": ops.zeros((batch_size, 1)) + ops.reshape(ops.cast(alpha, "float32"), (-1, 1)),
         "live_log_probs": ops.zeros((batch_size, K)) + first_beam[None, :],
-        "finished_tokens": ops.zeros((batch_size, K, total_length), "int32"),
-        "finished_scores": ops.full((batch_size, K), NEG_INF),
+        "finished_tokens": ops.zeros((batch_size, kept, total_length), "int32"),
+        "finished_scores": ops.full((batch_size, kept), NEG_INF),
+        # How many hypotheses have finished, and whether a step's best
+        # candidate has (CTranslate2's stopping rule).
+        "finished_count": ops.zeros((batch_size, 1), "int32"),
+        "best_finished": ops.zeros((batch_size, 1), "bool"),
     }
-
-    def penalty(length):
-        return _length_penalty(length, length_penalty)
 
     suppressed = bool(getattr(model, "suppressed_ids", None))
 
@@ -129,6 +190,7 @@ def _beam_search(
         batch_size, vocabulary_size = ops.shape(prompt_length)[0], ops.shape(logits)[-1]
         row_start = ops.arange(batch_size)[:, None]  # [B, 1]
         logits = _no_padding(logits)
+        logits = scoring.constrain(logits, live_tokens, index, ops.repeat(row_ids, K, axis=0))
         if suppressed:  # log-probabilities over every token, then the suppressed ones out
             logits = _never_generated(model, ops.log_softmax(logits))
         logits = ops.reshape(logits, (batch_size, K, vocabulary_size))
@@ -150,34 +212,61 @@ def _beam_search(
             rows["live_log_probs"], logits, 2 * K, normalized=suppressed
         )  # [B, 2K]
         beam, token = best // vocabulary_size, best % vocabulary_size
+        candidate = ops.arange(2 * K)[None, :]  # [1, 2K], best first
+        if ours is not True:
+            # CTranslate2 lets only the best candidate end at the first
+            # step after a target prefix: the others that would end are
+            # dropped there (its issue #277).
+            after_prefix = (position == prompt_length) & (prompt_length > 1)  # [B, 1]
+            dropped = after_prefix & (candidate > 0) & (token == end_id)
+            dropped = _pick(ours, False, dropped)
+            log_probs = ops.where(dropped, NEG_INF, log_probs)
+            token = ops.where(dropped, PAD_ID, token)
         source_rows = ops.reshape(beam + row_start * K, (-1,))  # [B*2K]
         tokens = slice_update(
             ops.take(live_tokens, source_rows, axis=0),
             (0, position),
             ops.cast(ops.reshape(token, (-1, 1)), live_tokens.dtype),
         )  # [B*2K, L]
-        ends = (position + 1 >= end_length) | full | ((token == end_id) & ~forced)  # [B, 2K]
+        is_end = (token == end_id) & ~forced
+        ends = (position + 1 >= end_length) | full | is_end  # [B, 2K]
+        # Ours: any of the 2K may finish; the K best that do not, stay
+        # live. CTranslate2's: of the K best, those that end finish; the
+        # others stay live, and each that finished is replaced by the next
+        # candidate that does not end.
+        ends, live = (
+            _pick(ours, ends, ends & (candidate < K)),
+            _pick(ours, ~ends, ops.where(candidate < K, ~(ends & (candidate < K)), ~is_end)),
+        )
 
-        # Finished: the K best of those kept so far and those ending now.
-        length = ops.minimum(position + 1, end_length) - prompt_length  # [B, 1]
-        ending_scores = ops.where(ends, log_probs / penalty(length), NEG_INF)
-        finished_scores, kept = ops.top_k(
-            ops.concatenate([rows["finished_scores"], ending_scores], axis=1), K
-        )  # [B, K], indices into [B, 3K]; ties keep the older
+        # Finished: the best of those kept so far and those ending now.
+        length = scoring.length(ops.minimum(position + 1, end_length), prompt_length)  # [B, 1]
+        ending_scores = ops.where(ends, log_probs / scoring.penalty(length, rows["alpha"]), NEG_INF)
+        finished_scores, kept_index = ops.top_k(
+            ops.concatenate([rows["finished_scores"], ending_scores], axis=1), kept
+        )  # indices into [B, kept + 2K]; ties keep the older
         every_finished = ops.concatenate(
             [rows["finished_tokens"], ops.reshape(tokens, (batch_size, 2 * K, total_length))],
             axis=1,
         )
-        finished_tokens = ops.take_along_axis(every_finished, kept[..., None], axis=1)
+        finished_tokens = ops.take_along_axis(every_finished, kept_index[..., None], axis=1)
 
-        # Live: the K best of those that did not end.
-        live_log_probs, alive = ops.top_k(ops.where(ends, NEG_INF, log_probs), K)  # [B, K]
+        # Live: K of those that did not end, the best (ours) or the first
+        # in candidate order (CTranslate2's: the same but where candidates
+        # were dropped after a prefix).
+        order = _pick(ours, log_probs, -ops.cast(candidate, "float32"))
+        _, alive = ops.top_k(ops.where(live, order, NEG_INF), K)  # [B, K]
+        # (Where fewer than K did not end, a pick that ended is a dead beam.)
+        live_log_probs = ops.take_along_axis(ops.where(live, log_probs, NEG_INF), alive, axis=1)
         live_tokens = ops.take(tokens, ops.reshape(alive + row_start * 2 * K, (-1,)), axis=0)
         source_rows = ops.reshape(ops.take_along_axis(beam, alive, axis=1) + row_start * K, (-1,))
         rows = rows | {
             "live_log_probs": live_log_probs,
             "finished_tokens": finished_tokens,
             "finished_scores": finished_scores,
+            "finished_count": rows["finished_count"]
+            + ops.sum(ops.cast(ends, "int32"), axis=1, keepdims=True),
+            "best_finished": rows["best_finished"] | ends[:, 0, None],
         }
         hypotheses = {"live_tokens": live_tokens, "state": _reorder(state, source_rows)}
         return rows, hypotheses
@@ -185,13 +274,27 @@ def _beam_search(
     def done(index, rows):
         prompt_length, end_length = rows["prompt_length"], rows["end_length"]
         position = index + 1
-        # A live hypothesis ends with between `shortest` and the row's limit
-        # of generated tokens, and its log-probability can only fall: the
-        # best it can score is its log-probability over the largest penalty.
-        shortest = ops.maximum(position - prompt_length + 1, 1)
-        largest_penalty = ops.maximum(penalty(shortest), penalty(end_length - prompt_length))
+        # Ours: a live hypothesis ends with a length between that of ending
+        # now and the row's limit, and its log-probability can only fall:
+        # the best it can score is its log-probability over the largest
+        # penalty. The row is done when that cannot reach the N-th best
+        # finished score.
+        shortest = ops.maximum(scoring.length(position + 1, prompt_length), 1)
+        longest = scoring.length(end_length, prompt_length)
+        largest_penalty = ops.maximum(
+            scoring.penalty(shortest, rows["alpha"]), scoring.penalty(longest, rows["alpha"])
+        )
         best_live = ops.max(rows["live_log_probs"], axis=1, keepdims=True) / largest_penalty
-        return ((rows["finished_scores"][:, :1] >= best_live) | (position >= end_length))[:, 0]
+        nth_best = ops.take(rows["finished_scores"], ops.convert_to_tensor(N - 1), axis=1)
+        cannot_win = nth_best[:, None] >= best_live
+        if ours is not True:
+            # CTranslate2's: enough hypotheses have finished.
+            count = rows["finished_count"]
+            most = ops.cast(most_hypotheses(K, scoring.patience), "int32")
+            early = rows["best_finished"] & (count >= N)
+            enough = ops.where(rows["alpha"] == 0, early, count >= most)
+            cannot_win = _pick(ours, cannot_win, enough)
+        return (cannot_win | (position >= end_length))[:, 0]
 
     rows = _loop_while_rows_remain(
         done,
@@ -201,10 +304,27 @@ def _beam_search(
         last_index=total_length - 1,
         group=K,
     )
-    finished_tokens, finished_scores = rows["finished_tokens"], rows["finished_scores"]
-    if every:  # [B, K, L] and [B, K], best first
-        return (finished_tokens if is_lm else finished_tokens[:, :, 1:]), finished_scores
-    return _strip_start(finished_tokens[:, 0], is_lm), finished_scores[:, 0]
+    returned = K if scoring.num_hypotheses is None else N
+    finished_tokens = rows["finished_tokens"][:, :returned]  # [B, N, L], best first
+    finished_scores = rows["finished_scores"][:, :returned]
+    return (finished_tokens if is_lm else finished_tokens[:, :, 1:]), finished_scores
+
+
+def most_hypotheses(beam_size, patience):
+    """How many hypotheses a search can return: round(beam_size * patience)
+    (halves away from 0, as C++'s `std::round`), or with patience 0 the
+    beam size."""
+    if ops.is_tensor(beam_size) or ops.is_tensor(patience):
+        rounded = ops.cast(ops.floor(ops.cast(beam_size, "float32") * patience + 0.5), "int32")
+        return ops.where(patience == 0, ops.cast(beam_size, "int32"), rounded)
+    return beam_size if patience == 0 else int(beam_size * patience + 0.5)
+
+
+def _pick(condition, if_true, if_false):
+    """`ops.where`; for a Python bool condition, one of the two as it is."""
+    if isinstance(condition, bool):
+        return if_true if condition else if_false
+    return ops.where(condition, if_true, if_false)
 
 
 def _reorder(state, rows):

@@ -26,7 +26,7 @@ import numpy as np
 from keras import ops
 
 from keras_attention.files import write_folder_atomically
-from keras_attention.utils import END_ID, NEG_INF, START_ID, UNKNOWN_ID, check_choice
+from keras_attention.utils import END_ID, NEG_INF, PAD_ID, START_ID, UNKNOWN_ID, check_choice
 
 # Our feed-forward activations (Keras's names) and CTranslate2's.
 ACTIVATIONS = {"relu": "RELU", "silu": "SWISH", "swish": "SWISH", "gelu": "GELU"}
@@ -160,14 +160,16 @@ def transformer_spec(model, source_vocabulary, target_vocabulary, num_positions=
             spec.decoder.projection.bias = _numpy(model.logits_bias.bias)
     else:
         _linear(spec.decoder.projection, model.output_projection)
-    if model.suppressed_ids:
-        # CTranslate2 cannot leave a token in the softmax and never pick it
-        # (Marian's <pad>): it leaves it out, as its own Marian converter does.
-        bias = getattr(spec.decoder.projection, "bias", None)
-        if not isinstance(bias, np.ndarray):
-            bias = np.zeros(model.target_embedding.vocabulary_size, "float32")
-        bias[list(model.suppressed_ids)] = NEG_INF
-        spec.decoder.projection.bias = bias
+    # Tokens we never generate: padding (left out of every softmax, as
+    # `decoding` does) and a converted model's suppressed ids (Marian's
+    # <pad>). CTranslate2 cannot leave a token in the softmax and never
+    # pick it; a bias of NEG_INF leaves it out, as its own Marian converter
+    # does.
+    bias = getattr(spec.decoder.projection, "bias", None)
+    if not isinstance(bias, np.ndarray):
+        bias = np.zeros(model.target_embedding.vocabulary_size, "float32")
+    bias[[PAD_ID, *(model.suppressed_ids or ())]] = NEG_INF
+    spec.decoder.projection.bias = bias
     spec.register_source_vocabulary(list(source_vocabulary))
     spec.register_target_vocabulary(list(target_vocabulary))
     return spec
