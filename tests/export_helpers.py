@@ -94,6 +94,41 @@ def per_row(*values):
 # Per-request options, row by row: (beam size, maximum length) of each of TEXTS.
 MIXED_OPTIONS = [(1, 4), (3, 10), (2, 2), (3, 4)]
 
+# `translate_batch` options, one value for each of TEXTS: every option, some
+# rows with the zoo's stopping rule (patience 0), some with CTranslate2's.
+BATCH_OPTIONS = {
+    "beam_size": [1, 4, 3, 2],
+    "patience": [1.0, 1.0, 0.0, 1.0],
+    "num_hypotheses": [1, 3, 2, 1],
+    "length_penalty": [1.0, 0.0, 0.5, 1.0],
+    "repetition_penalty": [1.0, 1.0, 1.5, 1.0],
+    "no_repeat_ngram_size": [0, 2, 0, 0],
+    "min_decoding_length": [1, 1, 4, 1],
+    "max_decoding_length": [10, 10, 10, 3],
+    "disable_unk": [False, True, False, False],
+    "target_prefix": ["", "5", "", "9"],
+    "suppress_sequences": [["", ""], ["3", ""], ["", ""], ["51", "4"]],
+}
+
+
+def batch_inputs(texts, **options):
+    """`translate_batch`'s inputs for `texts`: CTranslate2's defaults, or
+    per row the values given (one list per option)."""
+    from keras_attention.export import translate_batch
+
+    n = len(texts)
+    inputs = {"text": as_bytes(texts)}
+    for name, default in translate_batch.defaults().items():
+        values = options.get(name, [default] * n)
+        if name in translate_batch.OPTIONS:
+            dtype = translate_batch.OPTIONS[name][0].as_numpy_dtype
+            inputs[name] = np.array(values, dtype=dtype).reshape([n])
+        elif name == "suppress_sequences":  # [B, S]
+            inputs[name] = np.array(values, dtype=object).reshape([n, -1] if n else [0, 1])
+        else:
+            inputs[name] = np.array(values, dtype=object).reshape([n])
+    return inputs
+
 
 def requests(exports):
     """What the fresh process asks each export: (signature, inputs) pairs."""
@@ -131,10 +166,16 @@ def requests(exports):
         (r.model_spec.signature_name, {k: tf.make_ndarray(v) for k, v in r.inputs.items()})
         for r in export.read_warmup_requests(exports.language_model_path / export.WARMUP_FILE)
     ]
+    batch = [
+        ("translate_batch", batch_inputs(TEXTS)),  # CTranslate2's defaults
+        ("translate_batch", batch_inputs(TEXTS, **BATCH_OPTIONS)),
+        ("translate_batch", batch_inputs(TEXTS, num_hypotheses=[1, 1, 3, 1])),  # beam 2: refused
+        ("translate_batch", batch_inputs([])),
+    ]
     return {
-        str(exports.translator_v1): translation + warmup,
+        str(exports.translator_v1): translation + warmup + batch,
         str(exports.translator_v2): translation,
-        str(exports.rnn_path): translation[:3],
+        str(exports.rnn_path): translation[:3] + batch[1:2],
         str(exports.classifier_path): [
             ("serving_default", {"text": texts}),
             ("serving_default", {"text": odd}),

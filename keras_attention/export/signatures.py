@@ -29,6 +29,7 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import PAD_ID, START_ID, token_ids
+from keras_attention.export import translate_batch
 from keras_attention.tasks import task_of
 from keras_attention.tasks.translation import cross_attention
 
@@ -162,7 +163,8 @@ class TranslationServer(Server):
         max_length_limit, export_beam_size = max_length, beam_size
         buckets = length_buckets(max_length)
         self.option_inputs = {
-            "translate_with_options": {"beam_size": beam_size, "max_length": max_length}
+            "translate_with_options": {"beam_size": beam_size, "max_length": max_length},
+            "translate_batch": translate_batch.defaults(),
         }
 
         def search(source_ids, beam_size, max_length):
@@ -226,6 +228,9 @@ class TranslationServer(Server):
                 "serving_default": serving_default,
                 "translate_with_attention": translate_with_attention,
                 "translate_with_options": translate_with_options,
+                "translate_batch": translate_batch.translate_batch(
+                    model, source_tokenizer, target_tokenizer, max_length_limit
+                ),
             },
             name="translation_server",
         )

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from export_helpers import (
+    BATCH_OPTIONS,
     BEAM_SIZE,
     MAX_LENGTH,
     MIXED_OPTIONS,
@@ -19,7 +20,7 @@ from export_helpers import (
     sample_in_process,
 )
 
-from keras_attention import export
+from keras_attention import decoding, export
 from keras_attention.data.tokenizers import START_ID
 
 
@@ -55,12 +56,15 @@ def test_signatures_inputs_and_outputs(exports, served):
         "serving_default",
         "translate_with_attention",
         "translate_with_options",
+        "translate_batch",
     }
     default = signatures["serving_default"]
     assert default["inputs"] == ["text"] and default["outputs"] == ["translation"]
     options = signatures["translate_with_options"]
     assert options["inputs"] == ["beam_size", "max_length", "text"]
     assert options["outputs"] == ["translation"]
+    assert signatures["translate_batch"]["inputs"] == sorted(["text", *BATCH_OPTIONS])
+    assert signatures["translate_batch"]["outputs"] == ["hypotheses", "scores", "tokens"]
     assert signatures["translate_with_attention"]["outputs"] == [
         "attention",
         "source_tokens",
@@ -283,6 +287,7 @@ def test_warmup_requests_parse_and_run(exports, served):
         "serving_default",
         "translate_with_attention",
         "translate_with_options",
+        "translate_batch",
     ]
     assert all(r.model_spec.name == "reverse" for r in warmup)
     lm_warmup = export.read_warmup_requests(exports.language_model_path / export.WARMUP_FILE)
@@ -294,10 +299,11 @@ def test_warmup_requests_parse_and_run(exports, served):
     lm_replies = answers(served, exports.language_model_path)[7:]
     for request, reply in zip(lm_warmup, lm_replies, strict=True):
         assert reply["completion"].shape == (len(request.inputs["prompt"].string_val),)
-    replies = answers(served, exports.translator_v1)[9:]
+    replies = answers(served, exports.translator_v1)[9 : 9 + len(warmup)]
     assert len(replies) == len(warmup)
     for request, reply in zip(warmup, replies, strict=True):
-        assert reply["translation"].shape == (len(request.inputs["text"].string_val),)
+        output = "hypotheses" if "hypotheses" in reply else "translation"
+        assert reply[output].shape[0] == len(request.inputs["text"].string_val)
 
 
 def test_saved_model_cli_lists_the_signatures(exports):
@@ -359,6 +365,7 @@ def test_metadata_says_what_was_exported(exports):
     assert metadata["max_length"] == MAX_LENGTH and metadata["beam_size"] == BEAM_SIZE
     assert metadata["signatures"] == [
         "serving_default",
+        "translate_batch",
         "translate_with_attention",
         "translate_with_options",
     ]
@@ -396,3 +403,70 @@ def test_export_refuses_bad_arguments(exports, tmp_path):
             model, exports.base, "reverse", tokenizer, tokenizer, max_length=4, version=1
         )
     assert not (tmp_path / "m").exists()
+
+
+def search_in_process(exports, text, model, **options):
+    """The Python way for one text: `decoding.search` with one row's options
+    (`BATCH_OPTIONS`); the hypotheses' texts and tokens, and their scores."""
+    tokenizer = exports.tokenizer
+
+    def ids(texts):
+        return tokenizer.tokenize(tf.constant(texts)).to_tensor().numpy()
+
+    prefix = options.pop("target_prefix")
+    sequences = [s for s in options.pop("suppress_sequences") if s]
+    found, scores = decoding.search(
+        model,
+        ids([text])[:, :MAX_LENGTH],
+        decoding.DecodingOptions(
+            **options,
+            target_prefix=ids([prefix]) if prefix else None,
+            suppress_sequences=ids(sequences)[None] if sequences else None,
+        ),
+    )
+    found = np.asarray(found)[0]
+    tokens = [[tokenizer.vocabulary[i] for i in row if i] for row in found.tolist()]
+    tokens = [row[: row.index("</s>")] if "</s>" in row else row for row in tokens]
+    return list(tokenizer.detokenize(found).numpy()), tokens, np.asarray(scores)[0]
+
+
+def test_translate_batch_answers_each_row_as_decoding_search(exports, served):
+    """Every option, a different value in each row, in one request: each row
+    gets the n-best list `decoding.search` finds for it alone (which is
+    CTranslate2's: test_translate_batch.py), hypotheses past the row's own
+    list empty. The Transformer, and the RNN (its decoder too takes a
+    target prefix)."""
+    for path, model in (
+        (exports.translator_v1, exports.translator),
+        (exports.rnn_path, exports.rnn),
+    ):
+        answer = answers(served, path)[-1 if path == exports.rnn_path else -3]
+        for row, text in enumerate(TEXTS):
+            options = {name: values[row] for name, values in BATCH_OPTIONS.items()}
+            texts, tokens, scores = search_in_process(exports, text, model, **options)
+            n = options["num_hypotheses"]
+            assert list(answer["hypotheses"][row]) == texts + [b""] * (3 - n)
+            np.testing.assert_allclose(answer["scores"][row], [*scores, *[0] * (3 - n)], rtol=1e-5)
+            got = [[t.decode() for t in hypothesis if t] for hypothesis in answer["tokens"][row]]
+            assert got == tokens + [[]] * (3 - n)
+
+
+def test_translate_batch_with_ctranslate2_s_defaults_and_an_empty_batch(exports, served):
+    defaults, _, _, empty = answers(served, exports.translator_v1)[-4:]
+    for row, text in enumerate(TEXTS):
+        options = {"target_prefix": "", "suppress_sequences": []}
+        texts, _, scores = search_in_process(exports, text, exports.translator, **options)
+        assert list(defaults["hypotheses"][row]) == texts  # beam 2, one hypothesis
+        np.testing.assert_allclose(defaults["scores"][row], scores, rtol=1e-5)
+    assert (
+        sum(h[0] == t[::-1].encode() for h, t in zip(defaults["hypotheses"], TEXTS, strict=True))
+        >= 2
+    )
+    assert empty["hypotheses"].shape == (0, 1) and empty["scores"].shape == (0, 1)
+    assert empty["tokens"].shape[:2] == (0, 1)
+
+
+def test_translate_batch_refuses_options_out_of_range_naming_them(exports, served):
+    """Row 2 asks for 3 hypotheses of a beam of 2 (CTranslate2's default)."""
+    refused = answers(served, exports.translator_v1)[-2]
+    assert "num_hypotheses" in refused["error"] and "row] [2] [has] [3]" in refused["error"]

@@ -13,6 +13,7 @@ command.
         SPEC: {export path: [(signature name, {input name: array}), ...]}
         RESULT: {"modules": [...], export path: {"ops", "unregistered_ops",
                  "signatures", "shapes", "answers", "concurrent_answers"}}
+        (an answer is {"error": message} where the graph refused the request)
         (the concurrent answers: every request again, from 8 threads at once)
     python tf_serving_stand_in.py serve BASE NAME[,NAME...] REST_PORT GRPC_PORT
         TF Serving's REST (`/v1/models/NAME[/versions/V]:predict`, `/metadata`)
@@ -73,6 +74,14 @@ class ServedModel:
         fetches = {name: info.name for name, info in signature.outputs.items()}
         return self.session.run(fetches, feed_dict=feeds)
 
+    def answer(self, signature_name, inputs):
+        """`predict`'s outputs, or `{"error": message}` for a request the
+        graph refuses (TF Serving's 400 answer)."""
+        try:
+            return self.predict(signature_name, inputs)
+        except tf.errors.InvalidArgumentError as error:
+            return {"error": error.message}
+
     def shapes(self):
         """`(signature, "inputs" or "outputs", name)` -> shape, -1 unknown."""
         return {
@@ -113,12 +122,12 @@ def check(spec_path, result_path):
                 for name, signature in model.signatures.items()
             },
             "shapes": model.shapes(),
-            "answers": [model.predict(name, inputs) for name, inputs in requests],
+            "answers": [model.answer(name, inputs) for name, inputs in requests],
         }
         # As the server does under load: every request again, 8 at once on
         # the one session.
         with futures.ThreadPoolExecutor(max_workers=8) as pool:
-            jobs = [pool.submit(model.predict, name, inputs) for name, inputs in requests]
+            jobs = [pool.submit(model.answer, name, inputs) for name, inputs in requests]
             result[path]["concurrent_answers"] = [job.result() for job in jobs]
     result["modules"] = sorted(sys.modules)
     Path(result_path).write_bytes(pickle.dumps(result))

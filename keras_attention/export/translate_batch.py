@@ -1,0 +1,256 @@
+"""The `translate_batch` signature of a translator's export: CTranslate2's
+`translate_batch`, with text in and text out, every option a `[B]` input.
+
+Inputs (B texts; every option one value per text):
+
+| input | dtype, shape | CTranslate2's default |
+|---|---|---|
+| `text` | string `[B]` | |
+| `target_prefix` | string `[B]`, "" for none | |
+| `beam_size` | int32 `[B]` | 2 |
+| `patience` | float32 `[B]` (0: the zoo's stopping rule) | 1 |
+| `num_hypotheses` | int32 `[B]` | 1 |
+| `length_penalty` | float32 `[B]` | 1 |
+| `repetition_penalty` | float32 `[B]` | 1 |
+| `no_repeat_ngram_size` | int32 `[B]` | 0 |
+| `min_decoding_length` | int32 `[B]` | 1 |
+| `max_decoding_length` | int32 `[B]` | 256 |
+| `disable_unk` | bool `[B]` | false |
+| `suppress_sequences` | string `[B, S]`, "" padded | none |
+
+Outputs: `hypotheses` string `[B, N]` (N: the batch's largest
+`num_hypotheses`; a row's n-best list is its first `num_hypotheses`, best
+first, the others ""), `scores` float32 `[B, N]` (0 after a row's list)
+and `tokens` string `[B, N, T]`, each hypothesis's tokens ("" padded).
+Each text of `suppress_sequences` is tokenized as the target side is, into
+the sequence of tokens never produced.
+
+The options mean what they mean in `keras_attention.decoding.search`. A
+row whose options are out of range (a beam size outside 1 to
+`MAX_BEAM_SIZE`, more hypotheses than the beam can give, a maximum length
+outside 1 to `MAX_DECODING_LENGTH` or below the minimum, a repetition
+penalty <= 0, a negative patience, n-gram size or minimum) fails the
+request with an InvalidArgument error that names the option, the row and
+its value. Source texts are cut to the export's `max_length` tokens, as in
+the other signatures.
+"""
+
+import tensorflow as tf
+
+from keras_attention import decoding
+from keras_attention.data.tokenizers import END_ID, PAD_ID, token_ids
+
+MAX_BEAM_SIZE = 16
+# The most tokens a request may ask for: a bound on the buffers one request
+# makes the server allocate.
+MAX_DECODING_LENGTH = 1024
+
+# Option input -> (dtype, CTranslate2's default).
+OPTIONS = {
+    "beam_size": (tf.int32, 2),
+    "patience": (tf.float32, 1.0),
+    "num_hypotheses": (tf.int32, 1),
+    "length_penalty": (tf.float32, 1.0),
+    "repetition_penalty": (tf.float32, 1.0),
+    "no_repeat_ngram_size": (tf.int32, 0),
+    "min_decoding_length": (tf.int32, 1),
+    "max_decoding_length": (tf.int32, 256),
+    "disable_unk": (tf.bool, False),
+}
+TEXT_OPTIONS = {"target_prefix": "", "suppress_sequences": [""]}
+INPUTS = [
+    tf.TensorSpec([None], tf.string, name="text"),
+    tf.TensorSpec([None], tf.string, name="target_prefix"),
+    *(tf.TensorSpec([None], dtype, name=name) for name, (dtype, _) in OPTIONS.items()),
+    tf.TensorSpec([None, None], tf.string, name="suppress_sequences"),
+]
+
+
+def defaults():
+    """Option input -> its default, as a warm-up request sends it."""
+    return {**{name: default for name, (_, default) in OPTIONS.items()}, **TEXT_OPTIONS}
+
+
+def check_options(text, options):
+    """Fails the request, naming the option, the row and the value, unless
+    every option has one value per text within its range."""
+    checks = []
+    batch_size = tf.shape(text)[0]
+    for name, value in options.items():
+        checks.append(
+            tf.debugging.assert_equal(
+                tf.shape(value)[0],
+                batch_size,
+                message=f"translate_batch: `{name}` needs one value per text",
+            )
+        )
+    most = decoding.most_hypotheses(options["beam_size"], options["patience"])
+    ranges = [
+        (
+            "beam_size",
+            (options["beam_size"] >= 1) & (options["beam_size"] <= MAX_BEAM_SIZE),
+            f"from 1 to {MAX_BEAM_SIZE}",
+        ),
+        ("patience", options["patience"] >= 0, ">= 0"),
+        (
+            "num_hypotheses",
+            (options["num_hypotheses"] >= 1) & (options["num_hypotheses"] <= most),
+            "from 1 to round(beam_size * patience) (beam_size with patience 0)",
+        ),
+        ("repetition_penalty", options["repetition_penalty"] > 0, "> 0"),
+        ("no_repeat_ngram_size", options["no_repeat_ngram_size"] >= 0, ">= 0"),
+        (
+            "min_decoding_length",
+            (options["min_decoding_length"] >= 0)
+            & (options["min_decoding_length"] <= options["max_decoding_length"]),
+            "from 0 to max_decoding_length",
+        ),
+        (
+            "max_decoding_length",
+            (options["max_decoding_length"] >= 1)
+            & (options["max_decoding_length"] <= MAX_DECODING_LENGTH),
+            f"from 1 to {MAX_DECODING_LENGTH}",
+        ),
+    ]
+    with tf.control_dependencies(checks):
+        for name, valid, requirement in ranges:
+            # The first row out of range (row 0 of an empty batch, which passes).
+            row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
+            value = tf.gather(
+                tf.concat([options[name], tf.zeros([1], options[name].dtype)], 0), row
+            )
+            checks.append(
+                tf.debugging.Assert(
+                    tf.reduce_all(valid),
+                    [f"translate_batch: `{name}` must be {requirement}; row", row, "has", value],
+                )
+            )
+    return checks
+
+
+def by_groups(keys, outputs, decode):
+    """Runs `decode(rows)` for each group of rows with the same `keys`
+    `[B, G]` (int32), so that options which set shapes (the beam size, the
+    n-best's size) are one value within a group, and writes what it
+    returns into `outputs` (a dict of tensors `[B, ...]`, filled in with
+    what `decode` returns for the rows: `[b, ...]` each)."""
+    groups, group_of_row = tf.raw_ops.UniqueV2(x=keys, axis=[0])  # [G, K], [B]
+
+    def body(group, outputs):
+        rows = tf.where(group_of_row == group)[:, 0]  # [b]
+        answers = decode(rows)
+        return group + 1, {
+            name: tf.tensor_scatter_nd_update(value, rows[:, None], answers[name])
+            for name, value in outputs.items()
+        }
+
+    _, outputs = tf.while_loop(
+        lambda group, _: group < tf.shape(groups)[0], body, (tf.constant(0), outputs)
+    )
+    return outputs
+
+
+def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length):
+    """The signature's `tf.function`, for `tf.saved_model.save`."""
+    target_vocabulary = tf.constant(target_tokenizer.vocabulary)
+
+    def target_ids(texts):
+        """Strings `[n]` -> target ids `[n, P]`, 0-padded, no end id."""
+        ids = token_ids(target_tokenizer, texts, MAX_DECODING_LENGTH)
+        return tf.where(ids == END_ID, PAD_ID, ids)
+
+    @tf.function(input_signature=INPUTS)
+    def signature(text, target_prefix, *values):
+        *values, suppress_sequences = values
+        options = dict(zip(OPTIONS, values, strict=True))
+        checks = check_options(
+            text,
+            {"target_prefix": target_prefix, **options, "suppress_sequences": suppress_sequences},
+        )
+        batch_size = tf.shape(text)[0]
+        width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
+        length = tf.maximum(tf.reduce_max(options["max_decoding_length"]), 1)
+        outputs = {
+            "ids": tf.zeros([batch_size, width, length], tf.int32),
+            "scores": tf.zeros([batch_size, width], tf.float32),
+        }
+        # The options that set shapes: each group of rows sharing them is
+        # one search.
+        keys = tf.stack(
+            [
+                options["beam_size"],
+                options["num_hypotheses"],
+                tf.bitcast(options["patience"], tf.int32),
+            ],
+            axis=1,
+        )
+
+        def decode(rows):
+            def of_rows(x):
+                return tf.gather(x, rows)
+
+            beam_size, num_hypotheses = (
+                of_rows(options["beam_size"])[0],
+                of_rows(options["num_hypotheses"])[0],
+            )
+            sequences = of_rows(suppress_sequences)  # [b, S]
+            count = tf.shape(sequences)[1]
+            suppressed = target_ids(tf.reshape(sequences, [-1]))
+            suppressed = tf.reshape(suppressed, [tf.shape(rows)[0], count, -1])
+            search_options = decoding.DecodingOptions(
+                beam_size=beam_size,
+                patience=of_rows(options["patience"])[0],
+                num_hypotheses=num_hypotheses,
+                length_penalty=of_rows(options["length_penalty"]),
+                repetition_penalty=of_rows(options["repetition_penalty"]),
+                no_repeat_ngram_size=of_rows(options["no_repeat_ngram_size"]),
+                min_decoding_length=of_rows(options["min_decoding_length"]),
+                max_decoding_length=of_rows(options["max_decoding_length"]),
+                disable_unk=of_rows(options["disable_unk"]),
+                suppress_sequences=suppressed,
+                target_prefix=target_ids(of_rows(target_prefix)),
+            )
+            source_ids = token_ids(source_tokenizer, of_rows(text), max_input_length)
+            ids, scores = search(model, source_ids, search_options)  # [b, N, L], [b, N]
+            # An empty text's translations are its target prefix, scored 0,
+            # as CTranslate2 answers it (without running the model).
+            empty = tf.reduce_all(source_ids == PAD_ID, axis=1)[:, None]  # [b, 1]
+            prefix = search_options.target_prefix
+            prefix = tf.where(
+                tf.range(tf.shape(prefix)[1])[None, :]
+                < search_options.max_decoding_length[:, None],
+                prefix,
+                PAD_ID,
+            )
+            width_of_ids = tf.shape(ids)[2]
+            prefix = tf.pad(
+                prefix, [[0, 0], [0, tf.maximum(width_of_ids - tf.shape(prefix)[1], 0)]]
+            )
+            ids = tf.where(empty[..., None], prefix[:, None, :width_of_ids], ids)
+            scores = tf.where(empty, 0.0, scores)
+            ids = ids[:, :, :length]
+            padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
+            return {
+                "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
+                "scores": tf.pad(scores, padding),
+            }
+
+        with tf.control_dependencies(checks):
+            outputs = by_groups(keys, outputs, decode)
+        ids = outputs["ids"]  # [B, N, L]
+        ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
+        ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of an answer
+        real = ids != PAD_ID
+        longest = tf.reduce_max(tf.reduce_sum(tf.cast(real, tf.int32), axis=2))
+        ids = ids[:, :, : tf.maximum(longest, 1)]
+        flat = tf.reshape(ids, [-1, tf.shape(ids)[2]])
+        hypotheses = tf.reshape(target_tokenizer.detokenize(flat), [batch_size, width])
+        tokens = tf.where(ids == PAD_ID, "", tf.gather(target_vocabulary, ids))
+        return {"hypotheses": hypotheses, "scores": outputs["scores"], "tokens": tokens}
+
+    return signature
+
+
+# The search is written with `keras.ops` for every backend: AutoGraph has
+# nothing to convert in it.
+search = tf.autograph.experimental.do_not_convert(decoding.search)

@@ -1,0 +1,189 @@
+"""CTranslate2's decoding options (`decoding.search`, the export's
+`translate_batch`) held against CTranslate2 itself, on the trained
+translator of the export tests and its `--format ctranslate2` export: the
+same n-best lists, option by option, and the same scores."""
+
+import ctranslate2
+import numpy as np
+import pytest
+import tensorflow as tf
+from export_helpers import MAX_LENGTH, reversal_pairs
+
+from keras_attention import decoding
+from keras_attention.export.ctranslate2_model import export_ctranslate2
+from keras_attention.utils import END_ID, PAD_ID
+
+SENTENCES = [source for source, _ in reversal_pairs(100, seed=3)]
+
+# Option sets, each with its name. Beam 4 and 4 hypotheses at alpha 0 and
+# 1; the others one option each (beam 4), then a patience of 2 (5
+# hypotheses of 3 beams) and a limit shorter than most answers.
+CASES = {
+    "greedy": dict(beam_size=1),
+    "n-best, alpha 0": dict(beam_size=4, num_hypotheses=4, length_penalty=0.0),
+    "n-best, alpha 1": dict(beam_size=4, num_hypotheses=4, length_penalty=1.0),
+    "defaults": dict(),
+    "target prefix": dict(beam_size=4, num_hypotheses=2, target_prefix="prefixes"),
+    "target prefix, greedy": dict(beam_size=1, target_prefix="prefixes"),
+    "min_decoding_length 6": dict(beam_size=4, min_decoding_length=6),
+    "no_repeat_ngram_size 2": dict(beam_size=4, no_repeat_ngram_size=2),
+    "no_repeat_ngram_size 1, greedy": dict(beam_size=1, no_repeat_ngram_size=1),
+    "repetition_penalty 1.5": dict(beam_size=4, repetition_penalty=1.5),
+    "suppress_sequences": dict(
+        beam_size=4, suppress_sequences=[["1"], ["2", "3"], ["4", "5", "6"]]
+    ),
+    "disable_unk": dict(beam_size=4, disable_unk=True),
+    "patience 2": dict(beam_size=3, patience=2.0, num_hypotheses=5, length_penalty=0.5),
+    "max_decoding_length 3": dict(beam_size=4, max_decoding_length=3),
+}
+
+
+def prefixes():
+    """A target prefix per sentence: the first two tokens of the right
+    answer, or a wrong first token, in turns."""
+    return [list(s[::-1][:2]) if i % 2 else ["7"] for i, s in enumerate(SENTENCES)]
+
+
+@pytest.fixture(scope="module")
+def both(exports, tmp_path_factory):
+    """Our model, CTranslate2's translator on its weights, and the inputs."""
+    folder = tmp_path_factory.mktemp("ctranslate2") / "model"
+    tokenizer = exports.tokenizer
+    export_ctranslate2(exports.translator, folder, tokenizer, tokenizer)
+    translator = ctranslate2.Translator(str(folder), intra_threads=1)
+    ids = tokenizer.tokenize(tf.constant(SENTENCES))[:, :MAX_LENGTH].to_tensor()
+    return exports.translator, translator, tokenizer.vocabulary, ids
+
+
+def token_ids(vocabulary, rows):
+    """Token lists -> ids `[B, T]`, 0-padded."""
+    width = max(1, *(len(row) for row in rows))
+    return np.array([[vocabulary.index(t) for t in row] + [0] * (width - len(row)) for row in rows])
+
+
+def ours(both, options):
+    model, _, vocabulary, ids = both
+    options = dict(options, max_decoding_length=options.get("max_decoding_length", MAX_LENGTH))
+    if options.get("target_prefix") == "prefixes":
+        options["target_prefix"] = token_ids(vocabulary, prefixes())
+    if "suppress_sequences" in options:
+        sequences = token_ids(vocabulary, options["suppress_sequences"])
+        options["suppress_sequences"] = np.repeat(sequences[None], len(SENTENCES), axis=0)
+    output, scores = decoding.search(model, ids, decoding.DecodingOptions(**options))
+    answers = []
+    for hypotheses, row_scores in zip(np.asarray(output), np.asarray(scores), strict=True):
+        answer = []
+        for hypothesis, score in zip(hypotheses.tolist(), row_scores.tolist(), strict=True):
+            hypothesis = (
+                hypothesis[: hypothesis.index(END_ID)] if END_ID in hypothesis else hypothesis
+            )
+            answer.append(([vocabulary[i] for i in hypothesis if i != PAD_ID], score))
+        answers.append(answer)
+    return answers
+
+
+def theirs(both, options):
+    _, translator, vocabulary, ids = both
+    options = dict(options, max_decoding_length=options.get("max_decoding_length", MAX_LENGTH))
+    if options.get("target_prefix") == "prefixes":
+        options["target_prefix"] = prefixes()
+    pieces = [[vocabulary[i] for i in row if i] for row in np.asarray(ids)]
+    results = translator.translate_batch(pieces, return_scores=True, **options)
+    return [list(zip(result.hypotheses, result.scores, strict=True)) for result in results]
+
+
+def texts(answers):
+    return [[hypothesis for hypothesis, _ in answer] for answer in answers]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_n_best_lists_and_scores_equal_ctranslate2s(both, case):
+    expected, answers = theirs(both, CASES[case]), ours(both, CASES[case])
+    assert texts(answers) == texts(expected)  # every sentence, where 99% are asked for
+    scores = np.array([[s for _, s in answer] for answer in answers])
+    np.testing.assert_allclose(scores, [[s for _, s in e] for e in expected], atol=1e-4)
+    assert sum(len(answer[0][0]) > 0 for answer in answers) > 90  # it translates
+
+
+def test_each_option_changes_answers(both):
+    """The comparisons above have teeth: each option changes CTranslate2's
+    answers on many sentences (its answers being the ones we must equal)."""
+    plain = texts(theirs(both, dict(beam_size=4)))
+    for case in ("min_decoding_length 6", "repetition_penalty 1.5", "suppress_sequences"):
+        changed = sum(a != b for a, b in zip(texts(theirs(both, CASES[case])), plain, strict=True))
+        assert changed >= 10, (case, changed)
+    changed = sum(
+        a != b for a, b in zip(texts(theirs(both, CASES["target prefix"])), plain, strict=True)
+    )
+    assert changed >= 50
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_our_stopping_rule_never_misses_what_ctranslate2_finds(both, alpha):
+    """With patience 0 (the zoo's rule: search on until no live hypothesis
+    can still win), CTranslate2's best never scores higher than ours."""
+    options = dict(beam_size=4, length_penalty=alpha)
+    answers, expected = ours(both, {**options, "patience": 0}), theirs(both, options)
+    for answer, theirs_ in zip(answers, expected, strict=True):
+        assert answer[0][1] >= theirs_[0][1] - 1e-4, (answer, theirs_)
+
+
+def test_a_row_answers_as_it_does_alone(both):
+    """Options given per row (tensors `[B]`) decode each row as it would be
+    decoded alone."""
+    model, _, vocabulary, ids = both
+    rows = [0, 1, 2, 3]
+    per_row = dict(
+        min_decoding_length=np.array([1, 6, 1, 1], "int32"),
+        no_repeat_ngram_size=np.array([0, 0, 2, 0], "int32"),
+        repetition_penalty=np.array([1.0, 1.0, 1.0, 1.5], "float32"),
+        length_penalty=np.array([1.0, 0.0, 0.5, 1.0], "float32"),
+        max_decoding_length=np.array([MAX_LENGTH, MAX_LENGTH, 3, MAX_LENGTH], "int32"),
+        disable_unk=np.array([False, True, False, False]),
+    )
+    prefix = token_ids(vocabulary, [[], ["7"], [], ["1", "2"]])
+    together = decoding.search(
+        model,
+        np.asarray(ids)[rows],
+        decoding.DecodingOptions(beam_size=3, num_hypotheses=2, target_prefix=prefix, **per_row),
+    )
+    for row in rows:
+        alone = decoding.search(
+            model,
+            np.asarray(ids)[row : row + 1],
+            decoding.DecodingOptions(
+                beam_size=3,
+                num_hypotheses=2,
+                target_prefix=prefix[row : row + 1],
+                **{name: value[row : row + 1] for name, value in per_row.items()},
+            ),
+        )
+        width = np.asarray(alone[0]).shape[2]
+        np.testing.assert_array_equal(np.asarray(together[0])[row, :, :width], alone[0][0])
+        assert not np.asarray(together[0])[row, :, width:].any()
+        np.testing.assert_allclose(np.asarray(together[1])[row], alone[1][0], rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(beam_size=0), "beam_size"),
+        (dict(beam_size=2, num_hypotheses=3), "num_hypotheses` must be at most 2"),
+        (dict(beam_size=2, patience=0, num_hypotheses=3), "at most 2"),
+        (dict(min_decoding_length=5, max_decoding_length=4), "min_decoding_length"),
+        (dict(repetition_penalty=0.0), "repetition_penalty"),
+        (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size"),
+        (dict(patience=-1.0), "patience"),
+        (dict(disable_unk="yes"), "disable_unk"),
+    ],
+)
+def test_bad_options_are_refused_by_name(options, message):
+    with pytest.raises(ValueError, match=message):
+        decoding.DecodingOptions(**options)
+
+
+def test_the_n_best_lists_are_distinct_and_sorted(both):
+    for answer in ours(both, CASES["n-best, alpha 1"]):
+        hypotheses, scores = texts([answer])[0], [s for _, s in answer]
+        assert len(set(map(tuple, hypotheses))) == len(hypotheses)
+        assert scores == sorted(scores, reverse=True)
