@@ -1,0 +1,126 @@
+"""`python -m keras_attention.translate RUN_OR_EXPORT [INPUT] [-o OUTPUT]`:
+translates a file (or stdin), one text a line, with a translator's export.
+
+    python -m keras_attention.translate runs/translate input.txt -o output.txt --beam-size 4
+
+RUN_OR_EXPORT is a run folder (its latest export), a TF Serving model folder
+(its highest version) or an export version folder; the export's
+`translate_batch` signature does the work (`keras_attention.Translator`).
+An empty line gets an empty line. A line that is not UTF-8 is an error
+naming it. The output file is written whole or not at all. With
+`--num-hypotheses N` above 1, each text gets N lines `ID ||| TEXT |||
+SCORE` (ID counting lines from 0, as OpenNMT's n-best lists).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from keras_attention.files import write_atomically
+
+
+def parse_arguments(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attention.translate",
+        description="Translate a file, one text a line, with a translator's export.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("model", help="a run folder, a TF Serving model folder or an export")
+    parser.add_argument("input", nargs="?", help="the texts, one a line (default: stdin)")
+    parser.add_argument("-o", "--output", help="where to write (default: stdout)")
+    parser.add_argument("--target-prefix-file", help="a target prefix for each line")
+    parser.add_argument("--beam-size", type=int, default=2)
+    parser.add_argument("--num-hypotheses", type=int, default=1)
+    parser.add_argument("--patience", type=float, default=1.0)
+    parser.add_argument("--length-penalty", type=float, default=1.0)
+    parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=0)
+    parser.add_argument("--min-decoding-length", type=int, default=1)
+    parser.add_argument("--max-decoding-length", type=int, default=256)
+    parser.add_argument("--disable-unk", action="store_true")
+    parser.add_argument(
+        "--max-batch-size", type=int, default=32, help="the most texts per call of the model"
+    )
+    parser.add_argument("--batch-type", choices=["examples"], default="examples")
+    return parser.parse_args(argv)
+
+
+def n_best_lines(index, result):
+    return [
+        f"{index} ||| {hypothesis} ||| {score:.4f}"
+        for hypothesis, score in zip(result.hypotheses, result.scores, strict=True)
+    ]
+
+
+def main(argv=None):
+    from keras_attention.translator import Translator, read_lines
+
+    args = parse_arguments(argv)
+    try:
+        texts = read_lines(args.input) if args.input else read_stdin()
+        prefixes = read_lines(args.target_prefix_file) if args.target_prefix_file else None
+        if prefixes is not None and len(prefixes) != len(texts):
+            raise ValueError(
+                f"{args.target_prefix_file} has {len(prefixes)} lines and the input "
+                f"{len(texts)}: a target prefix is needed for each line"
+            )
+        translator = Translator(args.model)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
+    import tensorflow as tf
+    from tqdm import tqdm
+
+    options = {
+        name: getattr(args, name)
+        for name in (
+            "beam_size",
+            "num_hypotheses",
+            "patience",
+            "length_penalty",
+            "repetition_penalty",
+            "no_repeat_ngram_size",
+            "min_decoding_length",
+            "max_decoding_length",
+            "disable_unk",
+            "batch_type",
+        )
+    }
+    nbest = args.num_hypotheses > 1
+    results = translator.translate_iterable(
+        texts, prefixes, args.max_batch_size, return_scores=nbest, **options
+    )
+    lines = []
+    progress = tqdm(total=len(texts), unit=" sentences", file=sys.stderr, disable=None)
+    try:
+        for index, result in enumerate(results):
+            lines.extend(n_best_lines(index, result) if nbest else result.hypotheses[:1])
+            progress.update()
+    except (TypeError, ValueError, tf.errors.InvalidArgumentError) as error:
+        # Options out of range, refused here or by the export: say which.
+        message = getattr(error, "message", None) or str(error)
+        raise SystemExit(f"error: {message}") from None
+    finally:
+        progress.close()
+    output = "".join(line + "\n" for line in lines)
+    if args.output:
+        write_atomically(Path(args.output), output)
+    else:
+        sys.stdout.write(output)
+
+
+def read_stdin():
+    data = sys.stdin.buffer.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    texts = []
+    for number, line in enumerate(lines, 1):
+        try:
+            texts.append(line.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"stdin, line {number}, is not UTF-8: {error}") from None
+    return texts
+
+
+if __name__ == "__main__":
+    main()

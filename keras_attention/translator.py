@@ -1,0 +1,328 @@
+"""`Translator`: CTranslate2's `Translator` API over a translator's export.
+
+A CTranslate2 user switches by changing the import:
+
+    from keras_attention import Translator
+
+    translator = Translator("runs/translate")
+    results = translator.translate_batch(["Hello world!"], beam_size=4, num_hypotheses=2)
+    results[0].hypotheses  # ["Bonjour le monde !", "Bonjour monde !"]
+
+The methods and arguments are CTranslate2's, with one difference: they take
+and return text, not tokens. The SavedModel tokenizes in its graph (the
+`translate_batch` signature), so what runs here is what TF Serving runs.
+"""
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from keras_attention.files import write_atomically
+from keras_attention.run_files import RunFiles
+
+SIGNATURE = "translate_batch"
+BATCH_TYPES = ("examples", "tokens")
+
+
+@dataclasses.dataclass
+class TranslationResult:
+    """One text's answer, as CTranslate2's: `hypotheses`, best first (texts,
+    not tokens), and their `scores` (empty unless asked for)."""
+
+    hypotheses: list
+    scores: list
+
+
+@dataclasses.dataclass
+class TranslationStats:
+    """What `translate_file` did, as CTranslate2's: how many target tokens
+    it wrote, how many texts, and how long it took."""
+
+    num_tokens: int
+    num_examples: int
+    total_time_in_ms: float
+
+
+def find_export(path):
+    """The SavedModel folder for `path`: an export version folder itself;
+    a TF Serving model folder (`BASE/NAME`), its highest version; or a
+    run folder, the highest version of the export it recorded."""
+    from keras_attention.export.layout import versions
+
+    path = Path(path)
+    if (path / "saved_model.pb").is_file():
+        return path
+    if versions(path):
+        return path / str(versions(path)[-1])
+    files = RunFiles(path)
+    if files.config.is_file():
+        config = json.loads(files.config.read_text())
+        base = Path(config.get("export_dir") or files.serving)
+        model_dir = base / (config.get("export_name") or path.name)
+        if versions(model_dir):
+            return model_dir / str(versions(model_dir)[-1])
+        raise FileNotFoundError(
+            f"{path} is a run folder without an export under {model_dir}: "
+            f"export it with `python -m keras_attention.export {path}`"
+        )
+    raise FileNotFoundError(
+        f"{path} is not an export (no saved_model.pb), a model folder of versions, "
+        "or a run folder (no config.json)"
+    )
+
+
+class Translator:
+    """Translates text with an export's `translate_batch` signature, with
+    CTranslate2's method names, arguments and defaults.
+
+    Args:
+        model_path: an export version folder, a TF Serving model folder (its
+            highest version) or a run folder (the highest version of its
+            export).
+        device: "cpu" (TensorFlow places the work; "auto" is the same).
+        inter_threads, intra_threads: int, TensorFlow's thread pools (0:
+            TensorFlow's choice). They can be set only before TensorFlow
+            starts; a value TensorFlow already runs with differently is an
+            error.
+    """
+
+    def __init__(self, model_path, device="cpu", inter_threads=0, intra_threads=0):
+        if device not in ("cpu", "auto"):
+            raise ValueError(f"`device` must be 'cpu' or 'auto'. Received: device={device!r}")
+        import tensorflow as tf
+
+        _set_threads(tf, inter_threads, intra_threads)
+        import tensorflow_text  # noqa: F401  (the export's tokenizers are TF Text ops)
+
+        self.model_path = find_export(model_path)
+        loaded = tf.saved_model.load(str(self.model_path))
+        if SIGNATURE not in loaded.signatures:
+            raise ValueError(
+                f"{self.model_path} has no `{SIGNATURE}` signature (an export from an older "
+                "version, or not a translator's): export the run again with "
+                "`python -m keras_attention.export RUN`"
+            )
+        self._loaded = loaded  # (the signature needs its object alive)
+        self._signature = loaded.signatures[SIGNATURE]
+        self._tf = tf
+
+    def translate_batch(
+        self,
+        source,
+        target_prefix=None,
+        *,
+        max_batch_size=0,
+        batch_type="examples",
+        beam_size=2,
+        patience=1.0,
+        num_hypotheses=1,
+        length_penalty=1.0,
+        repetition_penalty=1.0,
+        no_repeat_ngram_size=0,
+        disable_unk=False,
+        suppress_sequences=None,
+        max_decoding_length=256,
+        min_decoding_length=1,
+        return_scores=False,
+    ):
+        """Translates texts; returns one `TranslationResult` per text, in
+        order.
+
+        Args:
+            source: list of str, the texts (not tokens).
+            target_prefix: optional list (one per text) of str or None: the
+                text each translation starts with.
+            max_batch_size: int, the most texts per call of the model (0:
+                all at once); the texts are sorted by length first, so that
+                a batch holds texts of similar lengths.
+            batch_type: "examples" (`max_batch_size` counts texts).
+            beam_size, patience, num_hypotheses, length_penalty,
+            repetition_penalty, no_repeat_ngram_size, disable_unk,
+            max_decoding_length, min_decoding_length: as CTranslate2's
+                (`keras_attention.decoding.DecodingOptions` says each); the
+                same for every text.
+            suppress_sequences: optional list of str, texts never produced
+                (each tokenized as the target side is).
+            return_scores: bool, fill each result's `scores`.
+        """
+        source = _texts("source", source)
+        prefixes = [""] * len(source) if target_prefix is None else target_prefix
+        prefixes = [p or "" for p in _texts("target_prefix", prefixes, allow_none=True)]
+        if len(prefixes) != len(source):
+            raise ValueError(
+                f"`target_prefix` needs one entry per text: {len(prefixes)} for {len(source)}"
+            )
+        suppressed = _texts("suppress_sequences", suppress_sequences or [""])
+        options = {
+            "beam_size": (beam_size, np.int32),
+            "patience": (patience, np.float32),
+            "num_hypotheses": (num_hypotheses, np.int32),
+            "length_penalty": (length_penalty, np.float32),
+            "repetition_penalty": (repetition_penalty, np.float32),
+            "no_repeat_ngram_size": (no_repeat_ngram_size, np.int32),
+            "min_decoding_length": (min_decoding_length, np.int32),
+            "max_decoding_length": (max_decoding_length, np.int32),
+            "disable_unk": (disable_unk, np.bool_),
+        }
+        _check_options(options)
+        results = [None] * len(source)
+        for rows in _batches(source, max_batch_size, batch_type):
+            size = len(rows)
+            inputs = {
+                "text": np.array([source[i] for i in rows], object),
+                "target_prefix": np.array([prefixes[i] for i in rows], object),
+                "suppress_sequences": np.array([suppressed] * size, object).reshape(size, -1),
+                **{name: np.full([size], value, dtype) for name, (value, dtype) in options.items()},
+            }
+            outputs = self._signature(**{k: self._tf.constant(v) for k, v in inputs.items()})
+            hypotheses = outputs["hypotheses"].numpy()
+            scores = outputs["scores"].numpy()
+            for row, i in enumerate(rows):
+                texts = [h.decode("utf-8") for h in hypotheses[row][:num_hypotheses]]
+                kept = [float(s) for s in scores[row][:num_hypotheses]] if return_scores else []
+                results[i] = TranslationResult(texts, kept)
+        return results
+
+    def translate_iterable(self, source, target_prefix=None, max_batch_size=32, **options):
+        """Translates an iterable of texts lazily, `max_batch_size` at a
+        time; yields a `TranslationResult` per text, in order. The other
+        arguments are `translate_batch`'s."""
+        prefixes = iter(target_prefix) if target_prefix is not None else None
+        batch, batch_prefixes = [], []
+        for text in source:
+            batch.append(text)
+            batch_prefixes.append(next(prefixes) if prefixes is not None else None)
+            if len(batch) == max_batch_size:
+                yield from self.translate_batch(batch, batch_prefixes, **options)
+                batch, batch_prefixes = [], []
+        if batch:
+            yield from self.translate_batch(batch, batch_prefixes, **options)
+
+    def translate_file(
+        self,
+        source_path,
+        output_path,
+        target_path=None,
+        max_batch_size=32,
+        with_scores=False,
+        **options,
+    ):
+        """Translates `source_path` (UTF-8, one text a line) into
+        `output_path`, one translation a line, written whole or not at all.
+        `target_path`: an optional file of target prefixes, a line each.
+        With `num_hypotheses` above 1, each text's hypotheses are lines of
+        their own; with `with_scores`, a line is `score ||| translation`.
+        Returns a `TranslationStats`."""
+        start = time.perf_counter()
+        source = read_lines(source_path)
+        prefixes = read_lines(target_path) if target_path is not None else None
+        if prefixes is not None and len(prefixes) != len(source):
+            raise ValueError(
+                f"{target_path} has {len(prefixes)} lines and {source_path} {len(source)}: "
+                "a target prefix is needed for each text"
+            )
+        results = self.translate_iterable(
+            source,
+            prefixes,
+            max_batch_size,
+            return_scores=with_scores,
+            **options,
+        )
+        lines, tokens = [], 0
+        for result in results:
+            for index, hypothesis in enumerate(result.hypotheses):
+                tokens += len(hypothesis.split())
+                lines.append(
+                    f"{result.scores[index]} ||| {hypothesis}" if with_scores else hypothesis
+                )
+        write_atomically(Path(output_path), "".join(line + "\n" for line in lines))
+        elapsed = (time.perf_counter() - start) * 1000
+        return TranslationStats(tokens, len(source), elapsed)
+
+
+def read_lines(path):
+    """The lines of a UTF-8 text file, without their ends; a line that is
+    not UTF-8 is an error naming the file and the line."""
+    lines = []
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, 1):
+            try:
+                lines.append(line.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, line {number}, is not UTF-8: {error}") from None
+    return lines
+
+
+def _texts(name, values, allow_none=False):
+    """A list of str (or None where allowed); tokens (lists) are refused."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"`{name}` must be a list of texts, not one text: {values!r}")
+    values = list(values)
+    for value in values:
+        if value is None and allow_none:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(
+                f"`{name}` must be a list of texts (str): this Translator takes text, not "
+                f"tokens. Received an item {value!r}"
+            )
+    return values
+
+
+def _check_options(options):
+    for name, (value, dtype) in options.items():
+        expected = bool if dtype is np.bool_ else (float if dtype is np.float32 else int)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise TypeError(f"`{name}` must be a {expected.__name__}. Received: {name}={value!r}")
+
+
+def _batches(source, max_batch_size, batch_type):
+    """Row indices, batch by batch: all at once, or (`max_batch_size`)
+    sorted by length then cut."""
+    if batch_type not in BATCH_TYPES:
+        raise ValueError(f"`batch_type` must be one of {BATCH_TYPES}. Received: {batch_type!r}")
+    if batch_type == "tokens":
+        raise NotImplementedError("batch_type='tokens' is not offered yet: use 'examples'")
+    if (
+        isinstance(max_batch_size, bool)
+        or not isinstance(max_batch_size, int)
+        or max_batch_size < 0
+    ):
+        raise ValueError(f"`max_batch_size` must be an integer >= 0. Received: {max_batch_size!r}")
+    rows = list(range(len(source)))
+    if not max_batch_size or max_batch_size >= len(rows):
+        return [rows] if rows else []
+    rows.sort(key=lambda i: len(source[i]))
+    return [rows[i : i + max_batch_size] for i in range(0, len(rows), max_batch_size)]
+
+
+def _set_threads(tf, inter_threads, intra_threads):
+    for name, value, setter, getter in (
+        (
+            "inter_threads",
+            inter_threads,
+            tf.config.threading.set_inter_op_parallelism_threads,
+            tf.config.threading.get_inter_op_parallelism_threads,
+        ),
+        (
+            "intra_threads",
+            intra_threads,
+            tf.config.threading.set_intra_op_parallelism_threads,
+            tf.config.threading.get_intra_op_parallelism_threads,
+        ),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
+        if value and getter() != value:
+            try:
+                setter(value)
+            except RuntimeError:
+                raise RuntimeError(
+                    f"`{name}={value}` cannot be set: TensorFlow already runs with "
+                    f"{getter()} (set it before TensorFlow starts, or leave it 0)"
+                ) from None

@@ -1,0 +1,127 @@
+"""`keras_attention.Translator` (CTranslate2's API over an export) and
+`python -m keras_attention.translate` (files from the shell)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from export_helpers import TEXTS, make_run
+
+from keras_attention import Translator, translate
+from keras_attention.translator import find_export
+
+
+@pytest.fixture(scope="module")
+def translator(exports):
+    return Translator(exports.translator_v1)
+
+
+def test_answers_equal_the_signature_s_in_a_fresh_process(translator, exports, served):
+    """The same as TF Serving's stand-in answered: CTranslate2's defaults,
+    then the n-best lists of 3 beams (the zoo's stopping rule)."""
+    defaults = served[1][str(exports.translator_v1)]["answers"][-4]
+    results = translator.translate_batch(TEXTS, return_scores=True)
+    assert [r.hypotheses for r in results] == [[h.decode()] for h in defaults["hypotheses"][:, 0]]
+    np.testing.assert_allclose([r.scores[0] for r in results], defaults["scores"][:, 0], rtol=1e-6)
+    assert all(r.scores == [] for r in translator.translate_batch(TEXTS))  # not asked for
+
+
+def test_n_best_lists_prefixes_and_batching_keep_each_text_s_answer(translator):
+    texts = [*TEXTS, "", "271828", "12"]
+    options = dict(beam_size=3, patience=0.0, num_hypotheses=3, return_scores=True)
+    alone = [translator.translate_batch([text], **options)[0] for text in texts]
+    together = translator.translate_batch(texts, **options)
+    sorted_in_twos = translator.translate_batch(texts, max_batch_size=2, **options)
+    for one, other, third in zip(alone, together, sorted_in_twos, strict=True):
+        assert one.hypotheses == other.hypotheses == third.hypotheses
+        np.testing.assert_allclose(one.scores, other.scores, rtol=1e-5)
+        assert len(one.hypotheses) == 3 and one.scores == sorted(one.scores, reverse=True)
+    assert together[4].hypotheses == ["", "", ""] and together[4].scores == [0.0] * 3
+    prefixed = translator.translate_batch(["1234", ""], target_prefix=["9", "5"])
+    assert prefixed[0].hypotheses[0].startswith("9")
+    assert prefixed[1].hypotheses == ["5"]  # an empty text: its prefix, as CTranslate2
+
+
+def test_translate_iterable_and_translate_file(translator, tmp_path):
+    expected = [r.hypotheses[0] for r in translator.translate_batch(TEXTS)]
+    streamed = translator.translate_iterable(iter(TEXTS), max_batch_size=3)
+    assert [r.hypotheses[0] for r in streamed] == expected
+    source = tmp_path / "source.txt"
+    source.write_text("".join(t + "\n" for t in TEXTS), encoding="utf-8")
+    stats = translator.translate_file(source, tmp_path / "out.txt", max_batch_size=3)
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected
+    assert stats.num_examples == len(TEXTS) and stats.total_time_in_ms > 0
+    source.write_bytes(b"12\n\xff\xfe\n")
+    with pytest.raises(ValueError, match=r"source.txt, line 2, is not UTF-8"):
+        translator.translate_file(source, tmp_path / "refused.txt")
+    assert not (tmp_path / "refused.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (dict(source=[["1", "2"]]), TypeError, "takes text, not tokens"),
+        (dict(source="12"), TypeError, "not one text"),
+        (dict(source=TEXTS, target_prefix=["1"]), ValueError, "one entry per text: 1 for 4"),
+        (dict(source=TEXTS, beam_size=2.5), TypeError, "beam_size"),
+        (dict(source=TEXTS, batch_type="lines"), ValueError, "batch_type"),
+        (dict(source=TEXTS, coverage_penalty=0.2), TypeError, "coverage_penalty"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(translator, call, error, message):
+    with pytest.raises(error, match=message):
+        translator.translate_batch(**call)
+
+
+def test_options_out_of_range_are_refused_by_the_export(translator):
+    with pytest.raises(Exception, match=r"num_hypotheses.*row\] \[0\] \[has\] \[5\]"):
+        translator.translate_batch(["12"], beam_size=4, num_hypotheses=5)
+
+
+def test_a_run_folder_finds_its_latest_export(exports, tmp_path):
+    run = make_run(exports, tmp_path / "run")
+    with pytest.raises(FileNotFoundError, match="export it with `python -m keras_attention.export"):
+        find_export(run)
+    serving = run / "serving" / "reverse"
+    (serving / "3").mkdir(parents=True)
+    (serving / "3" / "saved_model.pb").write_bytes(b"")
+    assert find_export(run) == serving / "3"
+    assert find_export(serving) == serving / "3"
+    with pytest.raises(FileNotFoundError, match="not an export"):
+        find_export(tmp_path)
+
+
+def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
+    source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
+    source.write_text("1234\n\n98765\n", encoding="utf-8")
+    prefixes.write_text("\n\n5\n", encoding="utf-8")
+    command = [sys.executable, "-m", "keras_attention.translate", str(exports.translator_v1)]
+    result = subprocess.run(
+        [
+            *command,
+            str(source),
+            "-o",
+            str(tmp_path / "out.txt"),
+            "--beam-size",
+            "3",
+            "--num-hypotheses",
+            "2",
+            "--target-prefix-file",
+            str(prefixes),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2"]
+    assert lines[2].split(" ||| ")[1] == "" and lines[4].split(" ||| ")[1].startswith("5")
+
+
+def test_the_command_refuses_a_line_that_is_not_utf_8(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"12\n\xff\n")
+    with pytest.raises(SystemExit, match=r"in.txt, line 2, is not UTF-8"):
+        translate.main([str(tmp_path), str(source)])
