@@ -149,8 +149,8 @@ def read(checkpoint):
     if _is_classifier(checkpoint) and len(label_names(checkpoint)) < 2:
         checkpoint.refuse("num_labels", 1, "is a regression: a classifier has 2 labels or more")
     pad = config.get("pad_token_id", 0)
-    if vocabulary[pad] != SPECIAL["pad"]:
-        checkpoint.refuse("pad_token_id", pad, f"is {vocabulary[pad]!r}, not [PAD]")
+    if pad not in range(len(vocabulary)) or vocabulary[pad] != SPECIAL["pad"]:
+        checkpoint.refuse("pad_token_id", pad, "is not the id of [PAD] in vocab.txt")
     width, heads = config["hidden_size"], config["num_attention_heads"]
     if width % heads:
         checkpoint.refuse("num_attention_heads", heads, f"does not divide hidden_size={width}")

@@ -238,6 +238,7 @@ REFUSALS = [
     ),
     ("config.json", set_key("id2label", {"0": "score"}), "num_labels=1 is a regression"),
     ("config.json", set_key("architectures", ["BertForMaskedLM"]), "architectures="),
+    ("config.json", set_key("pad_token_id", 7), "pad_token_id=7 is not the id of [PAD]"),
 ]
 
 
