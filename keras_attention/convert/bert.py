@@ -113,7 +113,7 @@ def _check_template(path, processor):
     def items(template):
         made = []
         for item in template or []:
-            (kind, value), *_ = item.items()
+            (value,) = item.values()  # {"SpecialToken": {...}} or {"Sequence": {...}}
             made.append((value.get("id"), value.get("type_id")))
         return made
 

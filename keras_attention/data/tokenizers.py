@@ -368,8 +368,9 @@ class MappedSubwordTokenizer(tf.Module):
 
 # Hugging Face's `BertNormalizer(clean_text=True)` drops NUL, U+FFFD and
 # every character of Unicode's "other" categories but tab, newline and
-# carriage return (RE2 has no class for unassigned code points, which it
-# drops too), then turns every whitespace character into a space.
+# carriage return: control (Cc), format (Cf), private use (Co) and
+# unassigned (Cn, for which RE2 has no class: those are kept here). Then it
+# turns every whitespace character into a space.
 BERT_DROPPED = r"[\x{0}\x{FFFD}\p{Cf}\p{Co}\x{1}-\x{8}\x{B}\x{C}\x{E}-\x{1F}\x{7F}-\x{9F}]"
 BERT_WHITESPACE = r"[\s\p{Z}]"
 

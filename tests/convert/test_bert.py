@@ -264,3 +264,14 @@ def test_a_missing_vocabulary_is_refused(tmp_path):
     (folder / "vocab.txt").unlink()
     with pytest.raises(CheckpointError, match="vocab.txt not found"):
         from_huggingface(folder)
+
+
+def test_the_explorer_opens_a_converted_bert(bert_run):
+    from keras_attention.explore import Explorer
+
+    expected, _ = reference("bert")
+    answer = Explorer(bert_run).answer(expected["texts"][2])
+    assert answer["label"] == expected["text_labels"][2]
+    probabilities = list(answer["probabilities"].values())
+    np.testing.assert_allclose(probabilities, expected["text_probabilities"][2], atol=1e-4)
+    assert answer["source_tokens"][0] == "[CLS]" and answer["source_tokens"][-1] == "[SEP]"
