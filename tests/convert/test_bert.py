@@ -16,7 +16,7 @@ from convert_helpers import FIXTURES, reference
 from export_helpers import ask_a_fresh_process
 
 from keras_attention.convert import CheckpointError, from_huggingface
-from keras_attention.data.tokenizers import load_run_tokenizer
+from keras_attention.data.tokenizers import END_ID, START_ID, load_run_tokenizer
 from keras_attention.recipes import classify
 from keras_attention.run_files import RunFiles
 
@@ -275,3 +275,17 @@ def test_the_explorer_opens_a_converted_bert(bert_run):
     probabilities = list(answer["probabilities"].values())
     np.testing.assert_allclose(probabilities, expected["text_probabilities"][2], atol=1e-4)
     assert answer["source_tokens"][0] == "[CLS]" and answer["source_tokens"][-1] == "[SEP]"
+
+
+def test_a_shorter_max_length_keeps_the_frame(converted):
+    """`with_max_length` (fine-tuning with a smaller --max-length): texts and
+    pairs still end with [SEP], within the new limit."""
+    expected, _ = reference("bert")
+    tokenizer = converted("bert").tokenizers["text"].with_max_length(8)
+    long_text = max(expected["texts"], key=len)
+    for ids in (
+        text_ids(tokenizer, [long_text]),
+        pair_ids(tokenizer, [(long_text, long_text)]),
+    ):
+        (row,) = ids.to_list()
+        assert len(row) == 8 and row[0] == START_ID and row[-1] == END_ID
