@@ -37,6 +37,7 @@ def pair_ids(tokenizer, pairs):
     return tokenizer.tokenize_pairs(tf.constant(first), tf.constant(second))
 
 
+@pytest.mark.filterwarnings("ignore:.*holds a BertModel")  # (test_a_bert_model_gets_a_new_head)
 @pytest.mark.parametrize("name", ["bert", "bert_model"])
 def test_token_ids_equal_hugging_faces(converted, name):
     """Lower-cased and accents stripped (bert) or cased (bert_model),
