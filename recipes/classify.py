@@ -31,7 +31,7 @@ from keras_attention.data.pipeline import classification_batches
 from keras_attention.files import write_json
 from keras_attention.models import build_transformer_classifier
 from keras_attention.models.transformer_classifier import with_new_head
-from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.recipes.config import InitFromError, TrainingConfig, document_flags, flag
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
     Data,
@@ -180,7 +180,13 @@ class ClassifyRecipe(Recipe):
         file's, or with `fixed_order` the data set's), in the run's order
         when they are the run's labels, whose classifier head is then kept.
         Other labels get a new head (`build_model`), said in one line."""
-        run_labels = json.loads(RunFiles(self.config.init_from).labels.read_text("utf-8"))
+        labels_file = RunFiles(self.config.init_from).labels
+        if not labels_file.is_file():
+            raise InitFromError(
+                f"--init-from {self.config.init_from} is not a classifier's run: "
+                f"{labels_file} not found"
+            )
+        run_labels = json.loads(labels_file.read_text("utf-8"))
         label_names = list(label_names)
         if fixed_order:
             same = label_names == run_labels

@@ -93,6 +93,12 @@ def _tokenizer_options(checkpoint):
             _refuse_setting(path, "model.unk_token", model["unk_token"], "is not supported")
         max_chars = int(model.get("max_input_chars_per_word", 100))
         _check_template(path, tokenizer.get("post_processor"))
+        # Added tokens are matched whole in the text before anything else:
+        # only BERT's own special tokens, which a text never holds here.
+        added = [token.get("content") for token in tokenizer.get("added_tokens") or []]
+        others = [token for token in added if token not in (*SPECIAL.values(), "[MASK]")]
+        if others:
+            _refuse_setting(path, "added_tokens", others, "are not supported (BERT's special ones)")
     strip_accents = lower_case if strip_accents is None else bool(strip_accents)
     if strip_accents != lower_case:
         _refuse_setting(

@@ -186,6 +186,14 @@ def test_fine_tuning_on_the_runs_labels_keeps_its_head(bert_run, tmp_path):
     assert not recipe.new_head
 
 
+def test_a_run_that_is_not_a_classifiers_is_refused(tmp_path):
+    from keras_attention.recipes.config import InitFromError
+
+    recipe = classify.ClassifyRecipe(classify.ClassifyConfig(init_from=str(tmp_path)))
+    with pytest.raises(InitFromError, match="is not a classifier's run: .*labels.json not found"):
+        recipe.initial_labels(["a", "b"])
+
+
 def copy_fixture(tmp_path, name="bert"):
     folder = tmp_path / name
     shutil.copytree(FIXTURES / name, folder)
@@ -225,6 +233,11 @@ REFUSALS = [
         "tokenizer.json",
         set_key("pre_tokenizer", {"type": "Whitespace"}),
         "pre_tokenizer={'type': 'Whitespace'}",
+    ),
+    (
+        "tokenizer.json",
+        lambda tokenizer: tokenizer["added_tokens"].append({"id": 400, "content": "<emoji>"}),
+        "added_tokens=['<emoji>'] are not supported",
     ),
     ("config.json", set_key("hidden_act", "gelu_new"), "hidden_act='gelu_new'"),
     (
