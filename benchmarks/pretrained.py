@@ -310,10 +310,12 @@ def torch_worker():
 class TorchWorker:
     """The worker process, driven call by call: `worker("generate", ...)`."""
 
+    module = "benchmarks.pretrained"  # whose `--torch-worker` answers
+
     def __init__(self, python):
         environment = {"PYTHONPATH": str(REPOSITORY), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
         self.process = subprocess.Popen(
-            [python, "-m", "benchmarks.pretrained", "--torch-worker"],
+            [python, "-m", self.module, "--torch-worker"],
             cwd=REPOSITORY,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -24,7 +24,14 @@ from pathlib import Path
 # The vocabulary file's extension for each tokeniser (`--tokenizer`).
 # "mapped_subword" (a converted checkpoint's): the .json names the pieces'
 # ids, a .model of the same name beside it is the SentencePiece model.
-VOCABULARY_EXTENSIONS = {"character": "txt", "subword": "model", "mapped_subword": "json"}
+# "wordpiece" (a converted BERT's): the .json holds the vocabulary and the
+# normalisation options.
+VOCABULARY_EXTENSIONS = {
+    "character": "txt",
+    "subword": "model",
+    "mapped_subword": "json",
+    "wordpiece": "json",
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,6 @@ from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerEncoder,
     attention_positions,
-    encode,
     position_layer,
 )
 from keras_attention.models.zoo_model import (
@@ -24,9 +23,17 @@ PRESETS = {
     # BERT-base sizes.
     "base": dict(num_layers=12, model_dim=768, num_heads=12, intermediate_dim=3072, dropout=0.1),
 }
-POOLINGS = ("mean", "first")
+POOLINGS = ("mean", "first", "pooler")
+POSITIONS = ("sinusoidal", "learned", "rotary", "alibi")
 
-POSITIONS = ("sinusoidal", "rotary", "alibi")  # "learned" would need a maximum length
+
+def segment_ids(token_ids, separator_id, num_segments):
+    """Each position's segment (token type), `[B, T]`: the number of
+    `separator_id`s before it, at most `num_segments - 1`. BERT's
+    `[CLS] a [SEP] b [SEP]` is 0 up to the first `[SEP]`, then 1."""
+    separators = ops.cast(ops.equal(token_ids, separator_id), "int32")
+    before = ops.cumsum(separators, axis=1) - separators  # [B, T], exclusive
+    return ops.minimum(before, num_segments - 1)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
@@ -36,7 +43,13 @@ class TransformerClassifier(ZooModel):
 
     Input `token_ids` int `[B, T]` (padding id 0), output class logits
     `[B, num_classes]`. Pooling `"mean"` averages the real tokens' encoder
-    outputs; `"first"` takes position 0 (a [CLS] token, as in BERT).
+    outputs; `"first"` takes position 0 (a [CLS] token); `"pooler"` takes
+    position 0 through a dense layer with tanh, as BERT's pooler does.
+
+    BERT's embeddings are the token's, its position's (`positions="learned"`)
+    and its segment's (`num_segments`, `separator_id`), summed and layer
+    normalised (`normalize_embeddings`), none of them scaled
+    (`scale_embeddings=False`).
 
     Args:
         vocabulary_size: int, number of token ids (0 = padding).
@@ -82,7 +95,24 @@ class TransformerClassifier(ZooModel):
             Llama). Default `"dense"`.
         use_bias: bool, whether the attention and feed-forward projections
             have biases (Llama's have none). Default True.
-        pooling: str, `"mean"` or `"first"`. Default `"mean"`.
+        pooling: str, `"mean"`, `"first"` or `"pooler"`. Default `"mean"`.
+        max_length: int, the positions a `"learned"` model has; None for the
+            other kinds.
+        activation: str, the dense feed-forward network's activation
+            (`"relu"` as in the paper, `"gelu"`, exact, as in BERT).
+            Default `"relu"`.
+        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
+            Default 1e-6.
+        scale_embeddings: bool, multiply the token embeddings by
+            sqrt(model_dim), as the paper does (BERT does not). Default True.
+        num_segments: optional int, segment (token type) embeddings of that
+            many segments, added to the token embeddings; needs
+            `separator_id`. Default None (none).
+        separator_id: optional int, the token that ends a segment (BERT's
+            `[SEP]`): a position's segment is the number of these before
+            it. Default None.
+        normalize_embeddings: bool, a layer norm over the summed embeddings,
+            before the dropout (BERT's). Default False.
         **kwargs: `keras.Model` arguments (`name`, `dtype`).
     """
 
@@ -110,21 +140,45 @@ class TransformerClassifier(ZooModel):
         feed_forward="dense",
         use_bias=True,
         pooling="mean",
+        max_length=None,
+        activation="relu",
+        layer_norm_epsilon=1e-6,
+        scale_embeddings=True,
+        num_segments=None,
+        separator_id=None,
+        normalize_embeddings=False,
         **kwargs,
     ):
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("num_classes", num_classes)
         check_choice("pooling", pooling, POOLINGS)
+        check_positive_int("num_segments", num_segments, allow_none=True)
+        if (num_segments is None) != (separator_id is None):
+            raise ValueError(
+                "`num_segments` and `separator_id` go together. Received: "
+                f"num_segments={num_segments}, separator_id={separator_id}"
+            )
         policy = pop_dtype_policy(type(self), kwargs)
 
-        self.pooling = pooling  # read by `logits`, which builds the graph below
+        # Read by `logits`, which builds the graph below.
+        self.pooling, self.num_segments, self.separator_id = pooling, num_segments, separator_id
 
         # === Layers ===
         self.token_embedding = TokenEmbedding(
-            vocabulary_size, model_dim, dtype=policy, name="token_embedding"
+            vocabulary_size, model_dim, scale=scale_embeddings, dtype=policy, name="token_embedding"
         )
         check_choice("positions", positions, POSITIONS)
-        self.positional_encoding = position_layer(positions, policy)
+        self.positional_encoding = position_layer(positions, policy, max_length)
+        self.segment_embedding = None
+        if num_segments is not None:
+            self.segment_embedding = keras.layers.Embedding(
+                num_segments, model_dim, dtype=policy, name="segment_embedding"
+            )
+        self.embedding_norm = None
+        if normalize_embeddings:
+            self.embedding_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=policy, name="embedding_norm"
+            )
         self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.encoder = TransformerEncoder(
             num_layers=num_layers,
@@ -143,9 +197,16 @@ class TransformerClassifier(ZooModel):
             normalization=normalization,
             feed_forward=feed_forward,
             use_bias=use_bias,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
             name="encoder",
         )
+        self.pooler = None
+        if pooling == "pooler":
+            self.pooler = keras.layers.Dense(
+                model_dim, activation="tanh", dtype=policy, name="pooler"
+            )
         self.head_dropout = Dropout(dropout, dtype=policy, name="head_dropout")
         # Class logits in float32 under mixed precision, for a stable softmax.
         self.classifier = keras.layers.Dense(num_classes, dtype="float32", name="logits")
@@ -158,31 +219,58 @@ class TransformerClassifier(ZooModel):
         self._set_config(locals())
 
     def encode(self, token_ids, training=None, return_attention_scores=False):
-        """Token ids `[B, T]` -> encoder output `[B, T, D]` (and weights)."""
-        return encode(
-            self.encoder,
-            token_ids,
-            self.token_embedding,
-            self.positional_encoding,
-            self.embedding_dropout,
+        """Token ids `[B, T]` -> encoder output `[B, T, D]` (and weights):
+        the embeddings (token, then position and segment where the model
+        has them, then the embedding norm), dropout, the encoder stack with
+        padding masked out."""
+        x = self.token_embedding(token_ids)  # [B, T, D]
+        if self.positional_encoding is not None:
+            x = self.positional_encoding(x)
+        if self.segment_embedding is not None:
+            segments = segment_ids(token_ids, self.separator_id, self.num_segments)
+            x = x + self.segment_embedding(segments)
+        if self.embedding_norm is not None:
+            x = self.embedding_norm(x)
+        x = self.embedding_dropout(x, training=training)
+        return self.encoder(
+            x,
+            padding_mask=padding_mask(token_ids),
             training=training,
             return_attention_scores=return_attention_scores,
         )
 
-    def logits(self, token_ids, training=None):
+    def pool(self, token_ids, training=None):
+        """Token ids `[B, T]` -> the vector the classifier reads, `[B, D]`."""
         x = self.encode(token_ids, training=training)  # [B, T, D]
         if self.pooling == "first":
-            pooled = x[:, 0]
-        else:
-            real = ops.cast(ops.expand_dims(padding_mask(token_ids), -1), x.dtype)  # [B, T, 1]
-            count = ops.maximum(ops.sum(real, axis=1), 1)  # an all-padding row gives zeros
-            pooled = ops.sum(x * real, axis=1) / count  # [B, D]
+            return x[:, 0]
+        if self.pooling == "pooler":
+            return self.pooler(x[:, 0])
+        real = ops.cast(ops.expand_dims(padding_mask(token_ids), -1), x.dtype)  # [B, T, 1]
+        count = ops.maximum(ops.sum(real, axis=1), 1)  # an all-padding row gives zeros
+        return ops.sum(x * real, axis=1) / count  # [B, D]
+
+    def logits(self, token_ids, training=None):
+        pooled = self.pool(token_ids, training=training)
         return self.classifier(self.head_dropout(pooled, training=training))
 
     def attention_scores(self, token_ids):
         """`{"self_attention": [[B, H, T, T] per layer]}`, for pictures."""
         _, scores = self.encode(token_ids, return_attention_scores=True)
         return {"self_attention": scores}
+
+
+def with_new_head(model, num_classes):
+    """A copy of the classifier `model` whose head has `num_classes` classes
+    and starts from zero (every class equally likely), every other weight
+    the model's: a pretrained encoder ready to fine-tune on new labels."""
+    config = {**model.get_config(), "num_classes": num_classes}
+    new = type(model).from_config(config)
+    for layer in model.layers:
+        if layer is not model.classifier and layer.weights:
+            new.get_layer(layer.name).set_weights(layer.get_weights())
+    new.classifier.set_weights([weight * 0 for weight in new.classifier.get_weights()])
+    return new
 
 
 def build_transformer_classifier(vocabulary_size, num_classes, preset="tiny", **overrides):

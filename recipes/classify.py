@@ -20,6 +20,7 @@ test split), the model, its vocabulary and an attention map.
 """
 
 import dataclasses
+import json
 
 import keras
 import numpy as np
@@ -29,7 +30,8 @@ from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import classification_batches
 from keras_attention.files import write_json
 from keras_attention.models import build_transformer_classifier
-from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.models.transformer_classifier import with_new_head
+from keras_attention.recipes.config import InitFromError, TrainingConfig, document_flags, flag
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
     Data,
@@ -133,12 +135,25 @@ class ClassifyRecipe(Recipe):
         splits = label_names = None
         if config.train_file:
             splits, label_names = self.read_labelled_files()
+        initial = self.initial_run(("text",))
+        if initial:
+            tokenizers, self.config = initial
+        if initial and splits is not None:
+            label_names = self.initial_labels(label_names)
         train_pairs, label_names = self.load("train", splits, label_names)
+        if initial and splits is None:
+            self.initial_labels(label_names, fixed_order=True)
         if config.train_examples:
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = [text.decode("utf-8") for text, _ in train_pairs.as_numpy_iterator()]
         config = self.choose_for_data(train_texts)
-        tokenizer = train_tokenizer(config, train_texts)
+        if initial:
+            tokenizer = tokenizers["text"]
+            if getattr(tokenizer, "max_length", 0) > config.max_length:
+                # A converted BERT's frames texts: `[CLS]` and `[SEP]` within --max-length.
+                tokenizer = tokenizer.with_max_length(config.max_length)
+        else:
+            tokenizer = train_tokenizer(config, train_texts)
         warn_if_truncated("texts", tokenizer, train_texts, config.max_length)
         files = RunFiles(output_dir)
         tokenizer.save(files.vocabulary("text", config.tokenizer))
@@ -160,7 +175,39 @@ class ClassifyRecipe(Recipe):
             description=f"{len(train_texts):,} training texts, {len(label_names)} classes",
         )
 
+    def initial_labels(self, label_names, fixed_order=False):
+        """The labels of a `--init-from` run: `label_names` (the training
+        file's, or with `fixed_order` the data set's), in the run's order
+        when they are the run's labels, whose classifier head is then kept.
+        Other labels get a new head (`build_model`), said in one line."""
+        labels_file = RunFiles(self.config.init_from).labels
+        if not labels_file.is_file():
+            raise InitFromError(
+                f"--init-from {self.config.init_from} is not a classifier's run: "
+                f"{labels_file} not found"
+            )
+        run_labels = json.loads(labels_file.read_text("utf-8"))
+        label_names = list(label_names)
+        if fixed_order:
+            same = label_names == run_labels
+        else:
+            same = sorted(label_names) == sorted(run_labels)
+        self.new_head = not same
+        if same:
+            return run_labels
+        print(
+            f"New labels ({', '.join(label_names)}) instead of the run's "
+            f"({', '.join(run_labels)}): a new classifier head of {len(label_names)} classes, "
+            "starting from zero"
+        )
+        return label_names
+
     def build_model(self, data):
+        if data.config.init_from:
+            model = self.initial_model()
+            if self.new_head:
+                model = with_new_head(model, len(data.label_names))
+            return model
         return build_transformer_classifier(
             data.tokenizer.vocabulary_size,
             len(data.label_names),

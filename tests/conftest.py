@@ -36,6 +36,7 @@ SHARED_RUNS = (
     "exports",
     "first_run",
     "quick_start_run",
+    "bert_run",  # tests/convert/test_bert.py
     "default_strategy_runs",  # large: tests/recipes/test_resume_after_kill.py
     "jax_runs",  # large: tests/recipes/test_jax_backend.py
     "smoke",  # large: tests/test_benchmarks.py

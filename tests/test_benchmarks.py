@@ -144,6 +144,31 @@ def test_the_pretrained_benchmark_runs_without_torch(tmp_path):
     assert "the peer's time over ours" in result.stdout
 
 
+# Converts and exports the tiny BERT fixture (under a minute): `pytest -m large`.
+@pytest.mark.large
+def test_the_bert_classifier_benchmark_runs_without_torch(tmp_path):
+    """`benchmarks.bert_classifier --smoke` with no Python that has torch:
+    the transformers column is skipped with a line that says so, and our
+    export is timed at each batch size."""
+    output = tmp_path / "bert.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bert_classifier", "--smoke", "--hf-python", ""]
+        + ["--work-dir", str(tmp_path / "work"), "--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "transformers (torch): skipped" in result.stdout
+    results = json.loads(output.read_text())
+    assert results["command"].startswith("python -m benchmarks.bert_classifier --smoke")
+    assert results["commit"] and results["date"] and results["machine"]["cpu"]
+    rows = results["bert"]["rows"]
+    assert [row["batch_size"] for row in rows] == [1, 4]
+    assert all(row["ours_texts_per_s"] > 0 and "ours_over_transformers" not in row for row in rows)
+    assert "transformers' time over our export's" in result.stdout
+
+
 PEAK_OF_64_MIB = """
 import json, tensorflow as tf
 from benchmarks import measure

@@ -6,35 +6,40 @@ finished run (the export command, the explorer, the client) reads as it is.
 
 One module per family maps the checkpoint's names and shapes onto our
 builders' options and our layers' weights (`marian`: OPUS-MT; `llama`:
-Llama and Mistral), chosen by `config.json`'s `model_type`. The weights are
-read with numpy alone (`checkpoint.py`): neither torch nor transformers is
-needed. What a family does not implement (a `rope_scaling` kind, an
-activation, a tokenizer) is refused by name and value, never converted
-approximately.
+Llama and Mistral; `bert`: BERT classifiers), chosen by `config.json`'s
+`model_type`. The weights are read with numpy alone (`checkpoint.py`):
+neither torch nor transformers is needed. What a family does not implement
+(a `rope_scaling` kind, an activation, a tokenizer) is refused by name and
+value, never converted approximately.
 """
 
 import dataclasses
 import json
 from pathlib import Path
 
-from keras_attention.convert import llama, marian
+from keras_attention.convert import bert, llama, marian
 from keras_attention.convert.checkpoint import Checkpoint, CheckpointError
 from keras_attention.tasks import task_of
 
-FAMILIES = {model_type: family for family in (marian, llama) for model_type in family.MODEL_TYPES}
+FAMILIES = {
+    model_type: family for family in (marian, llama, bert) for model_type in family.MODEL_TYPES
+}
 
 __all__ = ["Converted", "CheckpointError", "convert", "from_huggingface"]
 
 
 @dataclasses.dataclass
 class Converted:
-    """A converted checkpoint: `model` (a `Transformer` or `TransformerLM`),
-    `tokenizers` (`{"source", "target"}` or `{"text"}`) and `config`, the
-    run's `config.json` (task, tokenizer kind, beam size, length)."""
+    """A converted checkpoint: `model` (a `Transformer`, `TransformerLM` or
+    `TransformerClassifier`), `tokenizers` (`{"source", "target"}` or
+    `{"text"}`), `config`, the run's `config.json` (task, tokenizer kind,
+    beam size, length), and a classifier's `label_names` (its
+    `labels.json`)."""
 
     model: object
     tokenizers: dict
     config: dict
+    label_names: list | None = None
 
 
 def family_of(checkpoint):
@@ -79,7 +84,8 @@ def from_huggingface(path):
             "architectures": checkpoint.config.get("architectures"),
         },
     }
-    return Converted(model, tokenizers, config)
+    label_names = family.label_names(checkpoint) if hasattr(family, "label_names") else None
+    return Converted(model, tokenizers, config, label_names)
 
 
 def convert(path, output_dir, export=True, overwrite=False):
@@ -87,7 +93,7 @@ def convert(path, output_dir, export=True, overwrite=False):
     (config.json, the vocabularies, model.keras and, with `export`, the TF
     Serving export under `serving/`), written whole or not at all; returns
     `output_dir`. An existing `output_dir` is refused unless `overwrite`."""
-    from keras_attention.files import write_folder_atomically
+    from keras_attention.files import write_folder_atomically, write_json
     from keras_attention.run_files import RunFiles
 
     output_dir = Path(output_dir)
@@ -101,6 +107,8 @@ def convert(path, output_dir, export=True, overwrite=False):
         files.config.write_text(json.dumps(config, indent=2) + "\n")
         for side, tokenizer in converted.tokenizers.items():
             tokenizer.save(files.vocabulary(side, config["tokenizer"]))
+        if converted.label_names is not None:
+            write_json(files.labels, converted.label_names)
         converted.model.save(files.model)
         if export:
             from keras_attention.export.__main__ import export_run

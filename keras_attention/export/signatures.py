@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
-from keras_attention.data.tokenizers import PAD_ID, START_ID, token_ids
+from keras_attention.data.tokenizers import PAD_ID, START_ID, pair_token_ids, token_ids
 from keras_attention.export import translate_batch
 from keras_attention.tasks import task_of
 from keras_attention.tasks.translation import cross_attention
@@ -237,9 +237,14 @@ class TranslationServer(Server):
 
 
 class ClassificationServer(Server):
-    """`serving_default` of a `TransformerClassifier`: `text` `[B]` ->
-    `label` `[B]` (the class name), `label_id` `[B]` and `probabilities`
-    `[B, C]`."""
+    """Signatures of a `TransformerClassifier`:
+
+    - `serving_default`: `text` `[B]` -> `label` `[B]` (the class name),
+      `label_id` `[B]` and `probabilities` `[B, C]`;
+    - `classify_pairs`, where the tokenizer reads sentence pairs (a
+      converted BERT's): `text` and `text_pair`, both `[B]`, with the same
+      outputs, each pair framed `[CLS] text [SEP] text_pair [SEP]`.
+    """
 
     text_input = "text"
     server_name = "classification_server"
@@ -247,9 +252,7 @@ class ClassificationServer(Server):
     def __init__(self, model, tokenizer, max_length, label_names):
         names = tf.constant([str(name) for name in label_names])
 
-        @tf.function(input_signature=[TEXTS])
-        def serving_default(text):
-            ids = token_ids(tokenizer, text, max_length)
+        def classify(ids):
             probabilities = tf.nn.softmax(tf.cast(model.logits(ids), tf.float32), axis=-1)
             label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
             return {
@@ -258,7 +261,21 @@ class ClassificationServer(Server):
                 "probabilities": probabilities,
             }
 
-        super().__init__([tokenizer], {"serving_default": serving_default}, name=self.server_name)
+        @tf.function(input_signature=[TEXTS])
+        def serving_default(text):
+            return classify(token_ids(tokenizer, text, max_length))
+
+        signatures = {"serving_default": serving_default}
+        if hasattr(tokenizer, "tokenize_pairs"):
+
+            @tf.function(input_signature=[TEXTS, TEXTS])
+            def classify_pairs(text, text_pair):
+                check_per_row(text, [text_pair])
+                return classify(pair_token_ids(tokenizer, text, text_pair))
+
+            signatures["classify_pairs"] = classify_pairs
+            self.option_inputs = {"classify_pairs": {"text_pair": "a second text"}}
+        super().__init__([tokenizer], signatures, name=self.server_name)
 
 
 class LanguageModelServer(Server):

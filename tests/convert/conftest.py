@@ -15,3 +15,11 @@ def converted():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def bert_run(tmp_path_factory):
+    """The tiny BERT classifier converted into a run folder, with its export."""
+    from keras_attention.convert import convert
+
+    return convert(FIXTURES / "bert", tmp_path_factory.mktemp("converted") / "bert")

@@ -4,6 +4,7 @@ from helpers import to_numpy
 from model_helpers import check_builds_trains_and_saves
 
 from keras_attention.models import build_transformer_classifier
+from keras_attention.models.transformer_classifier import segment_ids, with_new_head
 
 TOKENS = np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32")
 LABELS = np.array([0, 2])
@@ -13,6 +14,41 @@ LABELS = np.array([0, 2])
 def test_tiny_builds_trains_and_saves(pooling, tmp_path):
     model = build_transformer_classifier(20, num_classes=3, pooling=pooling)
     check_builds_trains_and_saves(model, TOKENS, LABELS, (2, 3), tmp_path)
+
+
+# BERT's options (the converter sets them; tests/convert/test_bert.py holds
+# them against transformers' BERT).
+BERT_OPTIONS = dict(
+    positions="learned",
+    max_length=8,
+    num_segments=2,
+    separator_id=2,
+    normalize_embeddings=True,
+    pooling="pooler",
+    activation="gelu",
+    layer_norm_epsilon=1e-12,
+    scale_embeddings=False,
+)
+PAIRS = np.array([[1, 5, 2, 6, 7, 2, 0], [1, 8, 9, 10, 2, 11, 2]], "int32")  # [CLS] a [SEP] b [SEP]
+
+
+def test_with_bert_options_builds_trains_and_saves(tmp_path):
+    model = build_transformer_classifier(20, num_classes=3, **BERT_OPTIONS)
+    check_builds_trains_and_saves(model, PAIRS, LABELS, (2, 3), tmp_path)
+
+
+def test_segments_are_counted_from_the_separator():
+    assert to_numpy(segment_ids(PAIRS, 2, 2)).tolist() == [
+        [0, 0, 0, 1, 1, 1, 1],
+        [0, 0, 0, 0, 0, 1, 1],
+    ]
+
+
+def test_a_new_head_starts_from_zero_on_the_same_encoder():
+    model = build_transformer_classifier(20, num_classes=3, **BERT_OPTIONS)
+    new = with_new_head(model, 5)
+    assert to_numpy(new(PAIRS)).shape == (2, 5) and not to_numpy(new(PAIRS)).any()
+    np.testing.assert_array_equal(to_numpy(new.pool(PAIRS)), to_numpy(model.pool(PAIRS)))
 
 
 def test_padding_does_not_change_the_prediction():

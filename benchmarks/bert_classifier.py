@@ -1,0 +1,261 @@
+"""A converted BERT classifier's TF Serving export against transformers on CPU
+torch, one thread each: texts per second, and whether the probabilities agree.
+
+    python -m benchmarks.bert_classifier                    # BERT-base size (about 10 minutes)
+    python -m benchmarks.bert_classifier --smoke --hf-python ""   # the tiny fixture, no torch
+
+A `BertForSequenceClassification` at BERT-base's size (hidden 768, 12
+layers, 12 heads, intermediate 3072, 512 positions, 2 labels), random
+weights drawn by transformers' own class, with a WordPiece `vocab.txt` of
+30,522 tokens trained by `tokenizers` on the gettext catalogues' English
+messages and the installed packages' documentation, `model_max_length` 128.
+Every text is longer than 128 pieces, so every row is 128 ids, `[CLS]` and
+`[SEP]` included. Ours: the run `python -m keras_attention.convert` writes,
+its export's `serving_default`, text in and probabilities out (tokenisation
+in the graph). transformers: `BertTokenizer` (Rust) then the model and a
+softmax, in the Python that has torch (`--hf-python`), a worker process
+driven call by call over a pipe (as `benchmarks.pretrained`'s). Batches of 1
+and 32 texts.
+
+Every engine runs on one thread (TensorFlow's intra- and inter-op pools,
+torch's). Each contender is called once to warm up, then `--repeats` times in
+turns (`measure.race`); ratios are transformers' median time over ours:
+above 1, ours is faster. `--smoke` takes the committed tiny fixture
+(`tests/convert/fixtures/bert`) instead; without `--hf-python` it skips
+transformers with a printed line.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.pretrained import (
+    FIXTURES,
+    TorchWorker,
+    catalogue_pairs,
+    command,
+    documentation_lines,
+    git,
+    load_export,
+    timed,
+)
+
+BERT = dict(
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=512,
+)
+VOCABULARY = 30522  # bert-base-uncased's
+SEQUENCE_LENGTH = 128
+BATCH_SIZES, SMOKE_BATCH_SIZES = (1, 32), (1, 4)
+COLUMNS = [
+    ("batch_size", "batch", "d"),
+    ("sequence_length", "ids a row", "d"),
+    ("ours_texts_per_s", "ours, texts/s", ".2f"),
+    ("transformers_texts_per_s", "transformers, texts/s", ".2f"),
+    ("ours_over_transformers", "export / transformers", ".2f"),
+    ("largest_probability_difference", "largest |p - p_HF|", ".1e"),
+]
+
+
+# --- The torch side: runs under --hf-python, which has no TensorFlow -------------
+
+
+def torch_worker():
+    """Answers each JSON request line on stdin with a JSON line on stdout."""
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    transformers.logging.set_verbosity_error()
+    answers, sys.stdout = sys.stdout, sys.stderr  # anything printed goes to stderr
+    loaded = {}
+
+    def make_bert(folder, lines_file):
+        import tokenizers
+        from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+        lines = Path(lines_file).read_text("utf-8").splitlines()
+        trained = tokenizers.BertWordPieceTokenizer(lowercase=True)
+        trained.train_from_iterator(lines, vocab_size=VOCABULARY, show_progress=False)
+        vocabulary = trained.get_vocab()
+        Path(folder, "vocab.txt").write_text(
+            "\n".join(sorted(vocabulary, key=vocabulary.get)) + "\n", "utf-8"
+        )
+        tokenizer = BertTokenizer(
+            vocab=f"{folder}/vocab.txt", do_lower_case=True, model_max_length=SEQUENCE_LENGTH
+        )
+        tokenizer.save_pretrained(folder)
+        torch.manual_seed(0)
+        labels = {0: "negative", 1: "positive"}
+        config = BertConfig(vocab_size=len(vocabulary), id2label=labels, **BERT)
+        model = BertForSequenceClassification(config)
+        model.save_pretrained(folder)
+        return {"vocabulary": len(vocabulary), "parameters": model.num_parameters()}
+
+    def load(folder):
+        loaded["model"] = transformers.BertForSequenceClassification.from_pretrained(folder).eval()
+        loaded["tokenizer"] = transformers.BertTokenizer.from_pretrained(folder)
+        return loaded["model"].config._attn_implementation
+
+    @torch.inference_mode()
+    def classify(texts):
+        inputs = loaded["tokenizer"](texts, truncation=True, padding=True, return_tensors="pt")
+        probabilities = torch.softmax(loaded["model"](**inputs).logits, -1)
+        return {"lengths": inputs["input_ids"].shape[1], "probabilities": probabilities.tolist()}
+
+    operations = {f.__name__: f for f in (make_bert, load, classify)}
+    operations["versions"] = lambda: {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            answer = {"result": operations[request["op"]](**request["arguments"])}
+        except Exception as error:  # noqa: BLE001  (the driver raises it)
+            answer = {"error": f"{type(error).__name__}: {error}"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+class Worker(TorchWorker):
+    """`benchmarks.pretrained`'s worker process, running this module's side."""
+
+    module = "benchmarks.bert_classifier"
+
+
+# --- Measuring -------------------------------------------------------------------
+
+
+def long_texts(count):
+    """`count` English texts of several catalogue messages each, far longer
+    than 128 pieces, in a fixed order."""
+    english = sorted({e for e, _ in catalogue_pairs() if "\n" not in e and len(e) > 20})
+    texts, text = [], ""
+    for message in english:
+        text = f"{text} {message}".strip()
+        if len(text) > 1500:
+            texts.append(text)
+            text = ""
+        if len(texts) == count:
+            return texts
+    raise RuntimeError(f"only {len(texts)} long texts in the catalogues")
+
+
+def run_benchmark(args, worker, work):
+    import numpy as np
+    import tensorflow as tf
+
+    result = {}
+    sizes = SMOKE_BATCH_SIZES if args.smoke else BATCH_SIZES
+    if args.smoke:
+        checkpoint = FIXTURES / "bert"
+        texts = json.loads((checkpoint / "reference.json").read_text())["texts"]
+        texts = [text for text in texts if len(text) > 100] * max(sizes)
+    else:
+        checkpoint = work / "bert"
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        lines = [e for e, _ in catalogue_pairs()] + documentation_lines()
+        (work / "lines.txt").write_text("\n".join(lines) + "\n", "utf-8")
+        result["checkpoint"] = worker(
+            "make_bert", folder=str(checkpoint), lines_file=str(work / "lines.txt")
+        )
+        texts = long_texts(max(sizes))
+    run = work / "bert_run"
+    command("keras_attention.convert", checkpoint, "--output-dir", run, "--overwrite")
+    served = load_export(run, "serving_default")
+    if worker:
+        result["transformers_attention"] = worker("load", folder=str(checkpoint))
+    rows = []
+    for size in sizes:
+        batch = texts[:size]
+
+        def ours(batch=batch):
+            return served(text=tf.constant(batch))["probabilities"].numpy().tolist()
+
+        def transformers(batch=batch):
+            return worker("classify", texts=batch)
+
+        contenders = {"ours": ours, "transformers": transformers} if worker else {"ours": ours}
+        print(f"\nBERT classifier, batch {size}", flush=True)
+        seconds, outputs = timed(contenders, args.repeats)
+        row = {"batch_size": size, "ours_texts_per_s": size / seconds["ours"]}
+        if worker:
+            theirs = outputs["transformers"]
+            row["sequence_length"] = theirs["lengths"]
+            row["transformers_texts_per_s"] = size / seconds["transformers"]
+            row["ours_over_transformers"] = seconds["transformers"] / seconds["ours"]
+            difference = np.abs(np.array(outputs["ours"]) - np.array(theirs["probabilities"]))
+            row["largest_probability_difference"] = float(difference.max())
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return result | {"rows": rows}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="the tiny test fixture")
+    parser.add_argument("--repeats", type=int, help="timed calls of each (5; 1 with --smoke)")
+    parser.add_argument(
+        "--hf-python",
+        default="/work/hfenv/bin/python",
+        help="a Python with torch and transformers (default: %(default)s; '' for none)",
+    )
+    parser.add_argument("--work-dir", help="checkpoint and run (/tmp/keras_attention_bert)")
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.torch_worker:
+        return torch_worker()
+    args.repeats = args.repeats or (1 if args.smoke else 5)
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from benchmarks import measure, report
+
+    changed = " (and uncommitted changes)" if git("status", "--porcelain", "-uno") else ""
+    results = {
+        "command": " ".join(["python -m benchmarks.bert_classifier", *(argv or sys.argv[1:])]),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": git("rev-parse", "HEAD") + changed,
+        "machine": measure.machine(),
+        "load_average_before": os.getloadavg(),
+        "repeats": args.repeats,
+    }
+    worker = None
+    if args.hf_python and Path(args.hf_python).is_file():
+        worker = Worker(args.hf_python)
+        results["transformers"] = worker("versions")
+    elif args.smoke:
+        results["transformers"] = f"skipped: no Python with torch (--hf-python {args.hf_python!r})"
+    else:
+        parser.error("making the checkpoint needs --hf-python, a Python with torch")
+    print(f"transformers (torch): {results['transformers']}", flush=True)
+    work = Path(args.work_dir or f"/tmp/keras_attention_bert{'_smoke' if args.smoke else ''}")
+    start = time.perf_counter()
+    try:
+        results["bert"] = run_benchmark(args, worker, work)
+    finally:
+        if worker:
+            worker.close()
+    results["seconds"] = time.perf_counter() - start
+    results["load_average_after"] = os.getloadavg()
+    print("\n" + report.describe(results["machine"]) + "; one thread for every engine")
+    title = "BERT classifier: transformers' time over our export's (above 1, ours is faster)"
+    report.print_table(title, results["bert"]["rows"], COLUMNS)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
