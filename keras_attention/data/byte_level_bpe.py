@@ -1,0 +1,414 @@
+"""Byte-level BPE (GPT-2, Qwen2, Llama 3) in the TensorFlow graph, with
+TensorFlow core string ops and TF Text's `regex_split` only, so that an
+export runs in TF Serving as it is (TF Text has no BPE op).
+
+The steps are Hugging Face `tokenizers`' for a byte-level BPE
+`tokenizer.json`:
+
+1. normalise (Qwen2: NFC);
+2. split the text into pre-tokens with the pre-tokenizer's regex, each
+   match one pre-token ("isolated");
+3. write each pre-token's UTF-8 bytes as printable characters (GPT-2's
+   byte-to-unicode table: a space is "Ġ");
+4. merge adjacent symbols, the pair of lowest rank first (leftmost on a
+   tie), until no pair has a rank; each symbol is then a vocabulary entry.
+
+Decoding joins the tokens and maps each character back to its byte.
+
+The regexes are Oniguruma's (what `tokenizers` runs); TensorFlow's is RE2,
+which differs in two ways that matter here. Oniguruma's `\\s` is Unicode
+white space, RE2's only ASCII: `\\s` is written out (`WHITE_SPACE`). RE2
+has no lookahead, and all three patterns end with `\\s+(?!\\S)|\\s+` ("a
+run of white space, less its last character when something follows").
+That ending is matched as `\\s+`, which differs from it only where a run
+of two or more white-space characters that the alternatives before it do
+not match is followed by more text: there the true match stops one
+character short, and the next one starts at that last character. So the
+text is split in a loop: the first such run of each piece is found, and
+the piece is cut before its last character, a boundary the true matches
+also have; the rest is matched again. What is left has no such run, and
+its matches are the true ones. (Texts whose runs of white space end the
+text or are single, as in most prose, need no cut.)
+"""
+
+import json
+from pathlib import Path
+
+import tensorflow as tf
+
+from keras_attention.data.tokenizers import RESERVED, UNKNOWN_ID, _before_end
+
+# Unicode's White_Space characters: Oniguruma's `\s` (RE2's `\s` is ASCII).
+WHITE_SPACE = (
+    r"\t\n\x{0b}\f\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
+    r"\x{202f}\x{205f}\x{3000}"
+)
+# The lookahead RE2 lacks, and the alternative after it that makes the
+# loop above exact (see the module docstring).
+LOOKAHEAD_ENDING = (r"\s+(?!\S)", r"\s+")
+NORMALIZATIONS = (None, "NFC", "NFKC")
+NO_RANK = 2**31 - 1
+
+
+def bytes_to_unicode():
+    """GPT-2's table: each byte -> a printable character (bytes that are
+    printable stand for themselves; the others take code points from 256
+    on, in byte order)."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    characters = {byte: chr(byte) for byte in printable}
+    extra = 0
+    for byte in range(256):
+        if byte not in characters:
+            characters[byte] = chr(256 + extra)
+            extra += 1
+    return characters
+
+
+def top_level_alternatives(pattern):
+    """`pattern` split at its `|` outside groups and character classes."""
+    alternatives, start, depth, in_class, index = [], 0, 0, False, 0
+    while index < len(pattern):
+        character = pattern[index]
+        if character == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = character != "]"
+        elif character == "[":
+            in_class = True
+            if pattern[index + 1 : index + 2] == "]":  # "[]...]": "]" is a member
+                index += 1
+        elif character == "(":
+            depth += 1
+        elif character == ")":
+            depth -= 1
+        elif character == "|" and depth == 0:
+            alternatives.append(pattern[start:index])
+            start = index + 1
+        index += 1
+    return [*alternatives, pattern[start:]]
+
+
+def to_re2(pattern):
+    """An Oniguruma regex as RE2 reads it: `\\s` and `\\S` written out as
+    Unicode white space. A ValueError names a construct RE2 cannot run."""
+    out, in_class, index = [], False, 0
+    while index < len(pattern):
+        character = pattern[index]
+        if character == "\\" and index + 1 < len(pattern):
+            escape = pattern[index + 1]
+            if escape == "s":
+                out.append(WHITE_SPACE if in_class else f"[{WHITE_SPACE}]")
+            elif escape == "S" and not in_class:
+                out.append(f"[^{WHITE_SPACE}]")
+            elif escape in "SdDwWhHRXKGAzZb" or escape.isdigit():
+                # Their Oniguruma meaning differs from RE2's or RE2 lacks them.
+                raise ValueError(f"the regex {pattern!r} uses \\{escape}, which is not supported")
+            else:
+                out.append(pattern[index : index + 2])
+            index += 2
+            continue
+        if in_class:
+            in_class = character != "]" or pattern[index - 1] == "["
+        elif character == "[":
+            in_class = True
+        elif pattern.startswith(("(?=", "(?!", "(?<", "(?>"), index):
+            raise ValueError(
+                f"the regex {pattern!r} has a lookaround or atomic group "
+                f"({pattern[index : index + 3]}...), which RE2 cannot run; only an ending "
+                f"{'|'.join(LOOKAHEAD_ENDING)} is supported"
+            )
+        out.append(character)
+        index += 1
+    return "".join(out)
+
+
+def split_pattern(pattern):
+    """`(pattern, before, has_lookahead)` in RE2: the whole pattern with the
+    lookahead ending matched as `\\s+`, and the alternatives before that
+    ending (None without one)."""
+    alternatives = top_level_alternatives(pattern)
+    if tuple(alternatives[-2:]) == LOOKAHEAD_ENDING:
+        before = alternatives[:-2]
+        whole = to_re2("|".join([*before, LOOKAHEAD_ENDING[1]]))
+        return whole, to_re2("|".join(before)) if before else None, True
+    return to_re2(pattern), None, False
+
+
+def pre_tokenize(texts, pattern, before, lookahead):
+    """`tf.string [B]` -> the pre-tokens, `RaggedTensor [B, None]`: the
+    matches of `pattern` (and the text between them, if any).
+
+    With `lookahead` (the pattern ended with `\\s+(?!\\S)|\\s+`, which
+    `pattern` matches as `\\s+`), each text is first cut into pieces at the
+    boundaries the lookahead makes (see the module docstring); `before` is
+    the pattern's alternatives before that ending.
+    """
+    import tensorflow_text
+
+    if not lookahead:
+        return tensorflow_text.regex_split(texts, pattern, pattern)
+
+    def cut_open_pieces(pieces, owner, is_open):
+        open_index = tf.where(is_open)[:, 0]
+        cuts = _first_cut(tf.gather(pieces, open_index), pattern, before)  # [O]
+        cut = tf.tensor_scatter_nd_update(tf.fill(tf.shape(owner), -1), open_index[:, None], cuts)
+        has_cut = cut >= 0
+        length = tf.strings.length(pieces)
+        first = tf.strings.substr(pieces, tf.zeros_like(cut), tf.where(has_cut, cut, length))
+        second = tf.strings.substr(pieces, tf.maximum(cut, 0), length)
+        # Each piece in place, or its two parts; only the second part is open.
+        keep = tf.stack([tf.ones_like(has_cut), has_cut], axis=1)  # [N, 2]
+        return (
+            tf.boolean_mask(tf.stack([first, second], axis=1), keep),
+            tf.boolean_mask(tf.stack([owner, owner], axis=1), keep),
+            tf.boolean_mask(tf.stack([tf.zeros_like(has_cut), has_cut], axis=1), keep),
+        )
+
+    count = tf.size(texts)
+    pieces, owner, _ = tf.while_loop(
+        lambda pieces, owner, is_open: tf.reduce_any(is_open),
+        cut_open_pieces,
+        (texts, tf.range(count), tf.ones([count], tf.bool)),
+        shape_invariants=(tf.TensorShape([None]),) * 3,
+    )
+    words = tensorflow_text.regex_split(pieces, pattern, pattern)  # [P, None]
+    # A text's pieces are consecutive and in order.
+    return tf.RaggedTensor.from_value_rowids(
+        words, tf.cast(owner, tf.int64), nrows=tf.cast(count, tf.int64)
+    ).merge_dims(1, 2)
+
+
+def _first_cut(pieces, pattern, before):
+    """`tf.string [N]` -> int32 `[N]`: the byte offset of each piece's first
+    cut (before the last character of the first run of white space that the
+    lookahead ending matches one character short), or -1."""
+    import tensorflow_text
+
+    tokens, starts, ends = tensorflow_text.regex_split_with_offsets(pieces, pattern, pattern)
+    row = tokens.value_rowids()
+    values = tokens.flat_values
+    starts, ends = tf.cast(starts.flat_values, tf.int32), tf.cast(ends.flat_values, tf.int32)
+    followed = ends < tf.gather(tf.strings.length(pieces), row)
+    run = tf.strings.regex_full_match(values, f"[{WHITE_SPACE}]{{2,}}") & followed
+    if before is not None:
+        # A run that the alternatives before the ending match is theirs.
+        at = tf.where(run)[:, 0]
+        suffix = tf.strings.substr(
+            tf.gather(pieces, tf.gather(row, at)), tf.gather(starts, at), tf.fill(tf.shape(at), -1)
+        )
+        theirs = tf.strings.regex_full_match(suffix, f"(?:{before})(?s:.*)")
+        run = tf.tensor_scatter_nd_update(run, at[:, None], ~theirs)
+    last = tf.strings.length(tf.strings.substr(values, -1, 1, unit="UTF8_CHAR"))
+    cut = tf.where(run, ends - last, NO_RANK)
+    first = tf.math.unsorted_segment_min(cut, row, tokens.nrows())
+    return tf.where(first >= NO_RANK, -1, first)
+
+
+def _whole_where_known(symbols, ids):
+    """`symbols [W, None]` with each word that the vocabulary `ids` holds
+    whole as one symbol, so that no merge applies to it."""
+    whole = tf.strings.reduce_join(symbols, axis=1)  # [W]
+    known = ids.lookup(whole) != UNKNOWN_ID
+    row = symbols.value_rowids()
+    first = tf.range(tf.size(row, tf.int64)) == tf.gather(symbols.row_splits, row)
+    known_symbol = tf.gather(known, row)
+    values = tf.where(known_symbol, tf.gather(whole, row), symbols.flat_values)
+    keep = ~known_symbol | first
+    return tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(values, keep), tf.boolean_mask(row, keep), nrows=symbols.nrows()
+    )
+
+
+def _merge(symbols, ranks):
+    """BPE on each row of `symbols` (`RaggedTensor [W, None]` of str): while
+    a pair of adjacent symbols has a rank in `ranks`, the pair of lowest
+    rank (the leftmost on a tie) becomes one symbol."""
+    nrows = symbols.nrows()
+
+    def merge_one(values, row, _):
+        index = tf.range(tf.size(values, tf.int64))
+        following = tf.concat([values, [""]], axis=0)[1:]
+        same_word = tf.concat([row, [-1]], axis=0)[1:] == row
+        rank = tf.where(same_word, ranks.lookup(values + " " + following), NO_RANK)
+        best = tf.math.unsorted_segment_min(rank, row, nrows)  # [W]
+        at = tf.where(
+            (rank == tf.gather(best, row)) & (rank < NO_RANK), index, tf.size(index, tf.int64)
+        )
+        merge = index == tf.gather(tf.math.unsorted_segment_min(at, row, nrows), row)
+        values = tf.where(merge, values + following, values)
+        keep = ~tf.concat([[False], merge], axis=0)[:-1]  # the right half of a merged pair goes
+        return tf.boolean_mask(values, keep), tf.boolean_mask(row, keep), tf.reduce_any(merge)
+
+    values, row, _ = tf.while_loop(
+        lambda values, row, merged: merged,
+        merge_one,
+        (symbols.flat_values, symbols.value_rowids(), tf.constant(True)),
+        shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])),
+    )
+    return tf.RaggedTensor.from_value_rowids(values, row, nrows=nrows)
+
+
+def _static_table(keys, values, default):
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(keys), tf.constant(values)), default
+    )
+
+
+class ByteLevelBPETokenizer(tf.Module):
+    """Byte-level BPE in the graph: a converted GPT-2, Qwen2 or Llama 3
+    tokenizer, applied as Hugging Face's `tokenizers` applies its
+    `tokenizer.json` (`keras_attention.convert` reads that file).
+
+    The vocabulary is in this package's id order: ids 0-3 are padding,
+    start, end and unknown, and the checkpoint's other tokens follow.
+
+    Args:
+        pieces: list of str, the token of each id (byte-level characters).
+        merges: list of `[left, right]` pairs, in rank order.
+        pattern: str, the pre-tokenizer's regex (Oniguruma syntax, as in
+            `tokenizer.json`): every match is a pre-token.
+        normalization: None, `"NFC"` or `"NFKC"`, applied before splitting.
+        ignore_merges: bool, a pre-token that is a vocabulary entry as a
+            whole is that entry, before any merge (Llama 3). Default False.
+        add_start: bool, a prompt starts with the start id (Llama 3's
+            `<|begin_of_text|>`); GPT-2 and Qwen2 add none. Default True.
+        skipped_ids: list of int, ids that decoding leaves out (the
+            checkpoint's special tokens), besides ids 0-3.
+
+    Example:
+
+    >>> tokenizer = ByteLevelBPETokenizer(
+    ...     [*RESERVED, "a", "b", "Ġ", "ab", "Ġab"], [["a", "b"], ["Ġ", "ab"]], r" ?\\p{L}+|\\s+"
+    ... )
+    >>> tokenizer.tokenize(tf.constant(["ab ab"])).to_list()
+    [[7, 8]]
+    """
+
+    def __init__(
+        self,
+        pieces,
+        merges,
+        pattern,
+        normalization=None,
+        ignore_merges=False,
+        add_start=True,
+        skipped_ids=(),
+        name=None,
+    ):
+        super().__init__(name=name)
+        self.vocabulary = list(pieces)
+        self.merges = [list(pair) for pair in merges]
+        self.pattern = str(pattern)
+        self.normalization = normalization
+        self.ignore_merges = bool(ignore_merges)
+        self.add_start = bool(add_start)
+        self.skipped_ids = sorted(int(i) for i in skipped_ids)
+        if tuple(self.vocabulary[: len(RESERVED)]) != RESERVED:
+            raise ValueError(
+                f"A byte-level BPE vocabulary starts with {', '.join(RESERVED)}. "
+                f"Received: {self.vocabulary[: len(RESERVED)]}"
+            )
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"`normalization` must be one of {NORMALIZATIONS}. Received: {normalization!r}"
+            )
+        self._pattern, self._before, self._lookahead = split_pattern(self.pattern)
+        for regex in (self._pattern, self._before):
+            if regex is not None:
+                try:
+                    tf.strings.regex_full_match("", regex)
+                except tf.errors.InvalidArgumentError as error:
+                    raise ValueError(f"RE2 cannot read the regex {regex!r}: {error}") from None
+        byte_to_character = bytes_to_unicode()
+        self._characters = _static_table(
+            [bytes([b]) for b in range(256)], [byte_to_character[b] for b in range(256)], ""
+        )
+        self._bytes = _static_table(
+            [byte_to_character[b] for b in range(256)], [bytes([b]) for b in range(256)], ""
+        )
+        # Ids 0-3 are named by us, not by the vocabulary: text never maps to
+        # them; nor to an id the checkpoint has no token for ("").
+        known = [(t, i) for i, t in enumerate(self.vocabulary) if i >= len(RESERVED) and t]
+        self._ids = _static_table([t for t, _ in known], [i for _, i in known], UNKNOWN_ID)
+        self._ranks = _static_table(
+            [f"{left} {right}" for left, right in self.merges],
+            list(range(len(self.merges))),
+            NO_RANK,
+        )
+        self._tokens = tf.constant(["" for _ in RESERVED] + self.vocabulary[len(RESERVED) :])
+        self._skipped = tf.constant([*range(len(RESERVED)), *self.skipped_ids], tf.int32)
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    # --- Encoding ---
+
+    def tokenize(self, texts):
+        """`tf.string [B]` -> int32 `RaggedTensor [B, None]`, no start or end
+        id. (A scalar string -> its ids `[None]`.)"""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        if texts.shape.rank == 0:
+            return self.tokenize(texts[None])[0]
+        if self.normalization is not None:
+            import tensorflow_text
+
+            texts = tensorflow_text.normalize_utf8(texts, self.normalization)
+        words = pre_tokenize(texts, self._pattern, self._before, self._lookahead)  # [B, None]
+        # Each distinct pre-token is merged once.
+        unique, index = tf.unique(words.flat_values)
+        symbols = tf.ragged.map_flat_values(
+            self._characters.lookup, tf.strings.bytes_split(unique)
+        )  # [U, None]
+        if self.ignore_merges:
+            symbols = _whole_where_known(symbols, self._ids)
+        ids = tf.ragged.map_flat_values(self._ids.lookup, _merge(symbols, self._ranks))
+        return words.with_flat_values(tf.gather(ids, index)).merge_dims(1, 2)
+
+    # --- Decoding ---
+
+    def detokenize(self, ids):
+        """int `[B, T]` -> `tf.string [B]`, up to the first end id, without
+        ids 0-3 and the special tokens (Hugging Face's
+        `skip_special_tokens=True`); bytes that are not UTF-8 become U+FFFD."""
+        ids = tf.cast(ids, tf.int32)
+        skipped = tf.reduce_any(ids[..., None] == self._skipped, axis=-1)
+        kept = tf.ragged.boolean_mask(ids, _before_end(ids) & ~skipped)
+        text = tf.strings.reduce_join(tf.gather(self._tokens, kept), axis=-1)
+        characters = tf.strings.unicode_split(text, "UTF-8")
+        data = tf.strings.reduce_join(
+            tf.ragged.map_flat_values(self._bytes.lookup, characters), axis=-1
+        )
+        return tf.strings.unicode_transcode(
+            data, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+
+    # --- Files ---
+
+    def save(self, path):
+        """Writes the vocabulary, merges and options as JSON to `path`."""
+        options = {
+            "pieces": self.vocabulary,
+            "merges": self.merges,
+            "pattern": self.pattern,
+            "normalization": self.normalization,
+            "ignore_merges": self.ignore_merges,
+            "add_start": self.add_start,
+            "skipped_ids": self.skipped_ids,
+        }
+        Path(path).write_text(json.dumps(options, ensure_ascii=False) + "\n", "utf-8")
+
+    @classmethod
+    def load(cls, path):
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"No byte-level BPE vocabulary at {path}")
+        try:
+            return cls(**json.loads(path.read_text("utf-8")))
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{path} is not a byte-level BPE vocabulary: {error}") from None
