@@ -117,7 +117,8 @@ class TransformerLM(ZooModel):
         tie_output_embeddings: bool, the output projection is the token
             embedding's transpose. Default True.
         activation: str, the dense feed-forward network's activation
-            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`).
+            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`,
+            `"gelu_tanh"` as in GPT-2).
             Default `"relu"`.
         layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
             Default 1e-6.
