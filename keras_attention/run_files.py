@@ -24,7 +24,14 @@ from pathlib import Path
 # The vocabulary file's extension for each tokeniser (`--tokenizer`).
 # "mapped_subword" (a converted checkpoint's): the .json names the pieces'
 # ids, a .model of the same name beside it is the SentencePiece model.
-VOCABULARY_EXTENSIONS = {"character": "txt", "subword": "model", "mapped_subword": "json"}
+# "byte_level_bpe" (GPT-2's, Qwen2's, Llama 3's): the .json holds the
+# tokens, merges, pre-tokenizer regex and options.
+VOCABULARY_EXTENSIONS = {
+    "character": "txt",
+    "subword": "model",
+    "mapped_subword": "json",
+    "byte_level_bpe": "json",
+}
 
 
 @dataclasses.dataclass(frozen=True)
