@@ -331,9 +331,15 @@ class ByteLevelBPETokenizer(tf.Module):
         self._bytes = _static_table(
             [byte_to_character[b] for b in range(256)], [bytes([b]) for b in range(256)], ""
         )
-        # Ids 0-3 are named by us, not by the vocabulary: text never maps to
-        # them; nor to an id the checkpoint has no token for ("").
-        known = [(t, i) for i, t in enumerate(self.vocabulary) if i >= len(RESERVED) and t]
+        # Text never maps to ids 0-3 (ours) nor to the skipped ids (the
+        # checkpoint's special tokens: Hugging Face finds those in a text
+        # before pre-tokenizing, which this tokeniser does not do).
+        skipped = set(self.skipped_ids)
+        known = [
+            (token, i)
+            for i, token in enumerate(self.vocabulary)
+            if i >= len(RESERVED) and i not in skipped
+        ]
         self._ids = _static_table([t for t, _ in known], [i for _, i in known], UNKNOWN_ID)
         self._ranks = _static_table(
             [f"{left} {right}" for left, right in self.merges],
