@@ -4,13 +4,22 @@ held against Hugging Face's own outputs on the committed tiny checkpoints
 strings, its logits, its greedy and beam answers."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from convert_helpers import FIXTURES, check_beam_answer, log_probability, reference
+from convert_helpers import (
+    FIXTURES,
+    check_beam_answer,
+    log_probability,
+    reference,
+    write_safetensors,
+)
 
 from keras_attention import decoding
+from keras_attention.convert import from_huggingface
+from keras_attention.convert.checkpoint import read_safetensors
 from keras_attention.data.tokenizers import END_ID, START_ID, prompt_starts
 
 NAMES = ["gpt2", "qwen2", "llama3"]
@@ -129,3 +138,19 @@ def test_beam_search_equals_generate_or_finds_better(converted, name):
             score_of_theirs,
         )
     assert equal >= 20
+
+
+def test_gpt2_model_names_and_saved_causal_masks_convert_alike(converted, tmp_path):
+    """`GPT2Model`'s names (no "transformer." prefix, as openai-community/gpt2
+    saves them) and the causal-mask buffers older files hold (`attn.bias`)
+    convert to the same model."""
+    folder = tmp_path / "gpt2"
+    shutil.copytree(FIXTURES / "gpt2", folder)
+    tensors = read_safetensors(folder / "model.safetensors")
+    renamed = {name.removeprefix("transformer."): value for name, value in tensors.items()}
+    for index in range(2):
+        renamed[f"h.{index}.attn.bias"] = np.tril(np.ones((1, 1, 128, 128), "float32"))
+    write_safetensors(folder / "model.safetensors", renamed)
+    ids = np.array([[5, 6, 7, 8]], "int32")
+    logits = np.asarray(from_huggingface(folder).model(ids))
+    np.testing.assert_array_equal(logits, np.asarray(converted("gpt2").model(ids)))

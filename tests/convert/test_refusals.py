@@ -3,39 +3,16 @@ half-written."""
 
 import json
 import shutil
-import struct
 import subprocess
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
-from convert_helpers import FIXTURES
+from convert_helpers import FIXTURES, write_safetensors
 
 from keras_attention.convert import CheckpointError, convert, from_huggingface
 from keras_attention.convert.checkpoint import read_safetensors
-
-NAMES = {
-    np.dtype(np.float32): "F32",
-    np.dtype(np.float16): "F16",
-    np.dtype(ml_dtypes.bfloat16): "BF16",
-}
-
-
-def write_safetensors(path, tensors):
-    """The safetensors layout: u64 header length, JSON header, the bytes."""
-    header, offset, blobs = {}, 0, []
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array).tobytes()
-        header[name] = {
-            "dtype": NAMES[array.dtype],
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        offset += len(data)
-        blobs.append(data)
-    encoded = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
 
 
 def copy_of(name, tmp_path):
