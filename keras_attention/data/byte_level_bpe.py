@@ -170,10 +170,12 @@ def pre_tokenize(texts, pattern, before, lookahead):
         )
 
     count = tf.size(texts)
+    # Only a text with two white-space characters before another can need a cut.
+    is_open = tf.strings.regex_full_match(texts, f"(?s).*[{WHITE_SPACE}]{{2}}[^{WHITE_SPACE}].*")
     pieces, owner, _ = tf.while_loop(
         lambda pieces, owner, is_open: tf.reduce_any(is_open),
         cut_open_pieces,
-        (texts, tf.range(count), tf.ones([count], tf.bool)),
+        (texts, tf.range(count), is_open),
         shape_invariants=(tf.TensorShape([None]),) * 3,
     )
     words = tensorflow_text.regex_split(pieces, pattern, pattern)  # [P, None]
@@ -189,20 +191,15 @@ def _first_cut(pieces, pattern, before):
     lookahead ending matches one character short), or -1."""
     import tensorflow_text
 
-    tokens, starts, ends = tensorflow_text.regex_split_with_offsets(pieces, pattern, pattern)
+    tokens, _, ends = tensorflow_text.regex_split_with_offsets(pieces, pattern, pattern)
     row = tokens.value_rowids()
-    values = tokens.flat_values
-    starts, ends = tf.cast(starts.flat_values, tf.int32), tf.cast(ends.flat_values, tf.int32)
+    values, ends = tokens.flat_values, tf.cast(ends.flat_values, tf.int32)
     followed = ends < tf.gather(tf.strings.length(pieces), row)
     run = tf.strings.regex_full_match(values, f"[{WHITE_SPACE}]{{2,}}") & followed
     if before is not None:
-        # A run that the alternatives before the ending match is theirs.
-        at = tf.where(run)[:, 0]
-        suffix = tf.strings.substr(
-            tf.gather(pieces, tf.gather(row, at)), tf.gather(starts, at), tf.fill(tf.shape(at), -1)
-        )
-        theirs = tf.strings.regex_full_match(suffix, f"(?:{before})(?s:.*)")
-        run = tf.tensor_scatter_nd_update(run, at[:, None], ~theirs)
+        # `pattern` prefers the alternatives before the ending: a run is
+        # theirs exactly when they match it whole.
+        run &= ~tf.strings.regex_full_match(values, f"(?:{before})")
     last = tf.strings.length(tf.strings.substr(values, -1, 1, unit="UTF8_CHAR"))
     cut = tf.where(run, ends - last, NO_RANK)
     first = tf.math.unsorted_segment_min(cut, row, tokens.nrows())
