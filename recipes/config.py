@@ -19,6 +19,8 @@ from keras_attention.recipes.strategy import STRATEGIES, ExportFailed, check_bac
 from keras_attention.utils import check_choice
 
 SCHEDULES = ("constant", "warmup")
+# Tokenisers only a converted checkpoint has (`keras_attention.convert`).
+CONVERTED_TOKENIZERS = ("mapped_subword", "byte_level_bpe")
 # Flags that make a model or a vocabulary, which `--init-from` takes from its run.
 INIT_FROM_CONFLICTS = (
     "tokenizer",
@@ -118,8 +120,8 @@ class TrainingConfig:
     tokenizer: str | None = flag(
         None,
         "character, or subword (SentencePiece); None: chosen for the data "
-        "(mapped_subword: a converted checkpoint's, kept by --init-from)",
-        choices=(*TOKENIZERS, "mapped_subword"),
+        "(mapped_subword, byte_level_bpe: a converted checkpoint's, kept by --init-from)",
+        choices=(*TOKENIZERS, *CONVERTED_TOKENIZERS),
     )
     vocabulary_size: int | None = flag(
         None,
@@ -210,9 +212,9 @@ class TrainingConfig:
             if getattr(self, name) and not self.train_file:
                 raise ValueError(f"--{name.replace('_', '-')} needs --train-file")
         check_backend_options(self.strategy, self.jit_compile, self.deterministic)
-        if self.tokenizer == "mapped_subword" and not self.init_from:
+        if self.tokenizer in CONVERTED_TOKENIZERS and not self.init_from:
             raise ValueError(
-                "--tokenizer mapped_subword is a converted checkpoint's: fine-tune one with "
+                f"--tokenizer {self.tokenizer} is a converted checkpoint's: fine-tune one with "
                 "--init-from RUN"
             )
         if not isinstance(self.model_overrides, dict):

@@ -251,8 +251,15 @@ def _merge(symbols, ranks):
 
 
 def _static_table(keys, values, default):
+    """A `StaticHashTable` from str `keys` to `values` of `default`'s dtype.
+    (A table may not be empty: no keys become "" -> `default`, the same.)"""
+    default = tf.convert_to_tensor(default)
+    keys, values = (keys, values) if keys else ([""], [default.numpy()])
     return tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(tf.constant(keys), tf.constant(values)), default
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(keys, tf.string), tf.constant(values, default.dtype)
+        ),
+        default,
     )
 
 
