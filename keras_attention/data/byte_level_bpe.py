@@ -130,13 +130,21 @@ def to_re2(pattern):
 def split_pattern(pattern):
     """`(pattern, before, has_lookahead)` in RE2: the whole pattern with the
     lookahead ending matched as `\\s+`, and the alternatives before that
-    ending (None without one)."""
+    ending (None without one). A ValueError names a regex RE2 cannot run."""
     alternatives = top_level_alternatives(pattern)
     if tuple(alternatives[-2:]) == LOOKAHEAD_ENDING:
         before = alternatives[:-2]
         whole = to_re2("|".join([*before, LOOKAHEAD_ENDING[1]]))
-        return whole, to_re2("|".join(before)) if before else None, True
-    return to_re2(pattern), None, False
+        parts = whole, to_re2("|".join(before)) if before else None, True
+    else:
+        parts = to_re2(pattern), None, False
+    for regex in parts[:2]:
+        if regex is not None:
+            try:
+                tf.strings.regex_full_match("", regex)
+            except tf.errors.InvalidArgumentError as error:
+                raise ValueError(f"RE2 cannot read the regex {regex!r}: {error.message}") from None
+    return parts
 
 
 def pre_tokenize(texts, pattern, before, lookahead):
@@ -322,12 +330,6 @@ class ByteLevelBPETokenizer(tf.Module):
                 f"`normalization` must be one of {NORMALIZATIONS}. Received: {normalization!r}"
             )
         self._pattern, self._before, self._lookahead = split_pattern(self.pattern)
-        for regex in (self._pattern, self._before):
-            if regex is not None:
-                try:
-                    tf.strings.regex_full_match("", regex)
-                except tf.errors.InvalidArgumentError as error:
-                    raise ValueError(f"RE2 cannot read the regex {regex!r}: {error}") from None
         byte_to_character = bytes_to_unicode()
         self._characters = _static_table(
             [bytes([b]) for b in range(256)], [byte_to_character[b] for b in range(256)], ""

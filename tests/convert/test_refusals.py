@@ -84,6 +84,12 @@ def test_a_llama_without_tokenizer_model_needs_a_byte_level_bpe_tokenizer_json(t
         ),
         (
             "qwen2",
+            ["pre_tokenizer", "pretokenizers", 0, "pattern", "Regex"],
+            r"\p{L}++|\s+",
+            "RE2 cannot read the regex",
+        ),
+        (
+            "qwen2",
             ["pre_tokenizer", "pretokenizers", 0, "behavior"],
             "Removed",
             "pre_tokenizer.pretokenizers[0].behavior='Removed'",
