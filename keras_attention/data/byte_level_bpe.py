@@ -232,30 +232,54 @@ def _whole_where_known(symbols, ids):
 def _merge(symbols, ranks):
     """BPE on each row of `symbols` (`RaggedTensor [W, None]` of str): while
     a pair of adjacent symbols has a rank in `ranks`, the pair of lowest
-    rank (the leftmost on a tie) becomes one symbol."""
+    rank (the leftmost on a tie) becomes one symbol. A row with no pair
+    left is set aside, so that each step works on the rows still merging."""
     nrows = symbols.nrows()
 
-    def merge_one(values, row, _):
+    def merge_one(step, values, row, done_values, done_rows):
         index = tf.range(tf.size(values, tf.int64))
         following = tf.concat([values, [""]], axis=0)[1:]
         same_word = tf.concat([row, [-1]], axis=0)[1:] == row
         rank = tf.where(same_word, ranks.lookup(values + " " + following), NO_RANK)
-        best = tf.math.unsorted_segment_min(rank, row, nrows)  # [W]
-        at = tf.where(
-            (rank == tf.gather(best, row)) & (rank < NO_RANK), index, tf.size(index, tf.int64)
-        )
+        best = tf.gather(tf.math.unsorted_segment_min(rank, row, nrows), row)  # its row's
+        finished = best == NO_RANK
+        done_values = done_values.write(step, tf.boolean_mask(values, finished))
+        done_rows = done_rows.write(step, tf.boolean_mask(row, finished))
+        at = tf.where((rank == best) & ~finished, index, tf.size(index, tf.int64))
         merge = index == tf.gather(tf.math.unsorted_segment_min(at, row, nrows), row)
         values = tf.where(merge, values + following, values)
-        keep = ~tf.concat([[False], merge], axis=0)[:-1]  # the right half of a merged pair goes
-        return tf.boolean_mask(values, keep), tf.boolean_mask(row, keep), tf.reduce_any(merge)
+        # The right half of a merged pair goes, and the finished rows.
+        keep = ~tf.concat([[False], merge], axis=0)[:-1] & ~finished
+        return (
+            step + 1,
+            tf.boolean_mask(values, keep),
+            tf.boolean_mask(row, keep),
+            done_values,
+            done_rows,
+        )
 
-    values, row, _ = tf.while_loop(
-        lambda values, row, merged: merged,
+    def parts(dtype):
+        return tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False)
+
+    vector = tf.TensorShape([None])
+    _, _, _, done_values, done_rows = tf.while_loop(
+        lambda step, values, *_: tf.size(values) > 0,
         merge_one,
-        (symbols.flat_values, symbols.value_rowids(), tf.constant(True)),
-        shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])),
+        (
+            tf.constant(0),
+            symbols.flat_values,
+            symbols.value_rowids(),
+            parts(tf.string),
+            parts(tf.int64),
+        ),
+        shape_invariants=(tf.TensorShape([]), vector, vector, None, None),
     )
-    return tf.RaggedTensor.from_value_rowids(values, row, nrows=nrows)
+    # Rows were set aside whole, each in order: a stable sort by row restores them.
+    rows = done_rows.concat()
+    order = tf.argsort(rows, stable=True)
+    return tf.RaggedTensor.from_value_rowids(
+        tf.gather(done_values.concat(), order), tf.gather(rows, order), nrows=nrows
+    )
 
 
 def _static_table(keys, values, default):
