@@ -97,7 +97,9 @@ class TransformerLM(ZooModel):
         rotary_max_wavelength: float, the rotary positions' longest
             wavelength (with `positions="rotary"`). Default 10000.
         rotary_scaling_factor: float >= 1, linear position interpolation of
-            the rotary positions: positions are divided by it. Default 1.0.
+            the rotary positions: positions are divided by it. Or a list of
+            floats >= 1, one per pair of a head's features, each dividing
+            its frequency (Llama 3.1's `llama3` scaling). Default 1.0.
         normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
             (RMS normalisation, as in Llama) around every sub-layer.
             Default `"layer_norm"`.

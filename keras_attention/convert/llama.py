@@ -31,21 +31,54 @@ TASK = "language_model"
 BUILDER = build_transformer_lm
 
 
-def _rope(checkpoint):
-    """`(rope_theta, linear scaling factor)` from the config, whichever way
-    transformers wrote it (`rope_theta` and `rope_scaling`, or transformers
-    5's `rope_parameters`)."""
+def _rope(checkpoint, head_dim):
+    """`(rope_theta, scaling)` from the config, whichever way transformers
+    wrote it (`rope_theta` and `rope_scaling`, or transformers 5's
+    `rope_parameters`): `scaling` is the linear factor, or for `llama3` one
+    factor per frequency (`_llama3_factors`)."""
     config = checkpoint.config
     parameters = dict(config.get("rope_scaling") or {})
     parameters.update(config.get("rope_parameters") or {})
-    theta = parameters.get("rope_theta", config.get("rope_theta", 10000.0))
+    theta = float(parameters.get("rope_theta", config.get("rope_theta", 10000.0)))
     kind = parameters.get("rope_type", parameters.get("type", "default"))
-    if kind == "default":
-        return float(theta), 1.0
-    if kind == "linear":
-        return float(theta), float(parameters["factor"])
     key = "rope_parameters" if "rope_parameters" in config else "rope_scaling"
-    checkpoint.refuse(key, config[key], "has a rope_type that is not supported (default, linear)")
+    if parameters.get("partial_rotary_factor", 1.0) != 1.0:
+        checkpoint.refuse(key, config[key], "has a partial_rotary_factor: not supported (1.0)")
+    if kind == "default":
+        return theta, 1.0
+    if kind == "linear":
+        return theta, float(parameters["factor"])
+    if kind == "llama3":
+        return theta, _llama3_factors(checkpoint, parameters, theta, head_dim)
+    checkpoint.refuse(
+        key, config[key], "has a rope_type that is not supported (default, linear, llama3)"
+    )
+
+
+def _llama3_factors(checkpoint, parameters, theta, head_dim):
+    """Llama 3.1's rope scaling (transformers' `_compute_llama3_parameters`)
+    as one factor per frequency, each dividing it: the frequencies whose
+    wavelength is longer than `original_max_position_embeddings /
+    low_freq_factor` are divided by `factor`, those shorter than
+    `original_max_position_embeddings / high_freq_factor` kept, and those
+    between moved smoothly from one to the other."""
+    context = parameters.get(
+        "original_max_position_embeddings", checkpoint.config.get("max_position_embeddings")
+    )
+    names = ("factor", "low_freq_factor", "high_freq_factor")
+    for name in names:
+        if not isinstance(parameters.get(name), int | float):
+            key = "rope_parameters" if "rope_parameters" in checkpoint.config else "rope_scaling"
+            checkpoint.refuse(key, checkpoint.config[key], f"has no number {name} for llama3")
+    factor, low, high = (float(parameters[name]) for name in names)
+    frequency = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelength = 2 * np.pi / frequency
+    scaled = np.where(wavelength > context / low, frequency / factor, frequency)
+    smooth = (context / wavelength - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    between = (wavelength >= context / high) & (wavelength <= context / low)
+    scaled = np.where(between, smoothed, scaled)
+    return [float(f) for f in frequency / scaled]
 
 
 def _spm_vocabulary(checkpoint):
@@ -116,7 +149,7 @@ def read(checkpoint):
         checkpoint.refuse("head_dim", head_dim, f"times {heads} heads is not hidden_size={width}")
     if config.get("pretraining_tp", 1) != 1:
         checkpoint.refuse("pretraining_tp", config["pretraining_tp"], "is not supported (1)")
-    theta, scaling = _rope(checkpoint)
+    theta, scaling = _rope(checkpoint, head_dim)
     if qwen2 and config.get("use_sliding_window", False):
         checkpoint.refuse("use_sliding_window", True, "is not supported for Qwen2 (false)")
     window = config.get("sliding_window") if config.get("use_sliding_window", True) else None

@@ -41,7 +41,12 @@ def edit_config(folder, **changes):
             {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "rope_parameters": None},
             "rope_type",
         ),
-        ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, "rope_type"),
+        ("llama", {"rope_parameters": {"rope_type": "dynamic", "factor": 8.0}}, "rope_type"),
+        (
+            "llama",
+            {"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 1e4}},
+            "has no number low_freq_factor for llama3",
+        ),
         ("llama", {"pretraining_tp": 2}, "pretraining_tp=2"),
         ("llama", {"eos_token_id": [2, 5]}, "eos_token_id"),
         ("gpt2", {"activation_function": "relu"}, "activation_function='relu'"),
@@ -49,7 +54,7 @@ def edit_config(folder, **changes):
         ("qwen2", {"use_sliding_window": True}, "use_sliding_window=True"),
         (
             "llama3",
-            {"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 5e5}},
+            {"rope_parameters": {"rope_type": "yarn", "factor": 8.0, "rope_theta": 5e5}},
             "rope_type",
         ),
     ],
