@@ -24,11 +24,13 @@ That ending is matched as `\\s+`, which differs from it only where a run
 of two or more white-space characters that the alternatives before it do
 not match is followed by more text: there the true match stops one
 character short, and the next one starts at that last character. So the
-text is split in a loop: the first such run of each piece is found, and
-the piece is cut before its last character, a boundary the true matches
-also have; the rest is matched again. What is left has no such run, and
-its matches are the true ones. (Texts whose runs of white space end the
-text or are single, as in most prose, need no cut.)
+text is cut there, before that last character, a boundary the true
+matches also have, and the pieces are matched alone. Up to the first such
+run, the matches with the ending read as `\\s+` are the true ones; after
+a cut, once a true match ends where one of those did, they are in step
+again up to the next such run, which is then a cut too. A piece whose matches do not come back
+in step is looked at again, in a loop. (Texts without two white-space
+characters before another, as most prose, need no cut.)
 """
 
 import json
@@ -163,19 +165,23 @@ def pre_tokenize(texts, pattern, before, lookahead):
 
     def cut_open_pieces(pieces, owner, is_open):
         open_index = tf.where(is_open)[:, 0]
-        cuts = _first_cut(tf.gather(pieces, open_index), pattern, before)  # [O]
-        cut = tf.tensor_scatter_nd_update(tf.fill(tf.shape(owner), -1), open_index[:, None], cuts)
-        has_cut = cut >= 0
+        cuts, cut_rows, still_open = _cuts(tf.gather(pieces, open_index), pattern, before)
+        count = tf.size(pieces, tf.int64)
+        # Each piece's bounds: 0, its cuts, its end; each part is a piece.
         length = tf.strings.length(pieces)
-        first = tf.strings.substr(pieces, tf.zeros_like(cut), tf.where(has_cut, cut, length))
-        second = tf.strings.substr(pieces, tf.maximum(cut, 0), length)
-        # Each piece in place, or its two parts; only the second part is open.
-        keep = tf.stack([tf.ones_like(has_cut), has_cut], axis=1)  # [N, 2]
-        return (
-            tf.boolean_mask(tf.stack([first, second], axis=1), keep),
-            tf.boolean_mask(tf.stack([owner, owner], axis=1), keep),
-            tf.boolean_mask(tf.stack([tf.zeros_like(has_cut), has_cut], axis=1), keep),
+        cuts = tf.RaggedTensor.from_value_rowids(
+            cuts, tf.gather(open_index, cut_rows), nrows=count
+        )  # [N, None]
+        ends = tf.concat([cuts, length[:, None]], axis=1)
+        begins = tf.concat([tf.zeros([count, 1], tf.int32), cuts], axis=1)
+        part_of = ends.value_rowids()  # the piece each part is of
+        parts = tf.strings.substr(
+            tf.gather(pieces, part_of), begins.flat_values, ends.flat_values - begins.flat_values
         )
+        # A piece's last part stays open where its cuts stopped short of the end.
+        last = tf.concat([part_of[1:] != part_of[:-1], [True]], axis=0)
+        piece_open = tf.scatter_nd(open_index[:, None], still_open, tf.shape(is_open, tf.int64))
+        return parts, tf.gather(owner, part_of), last & tf.gather(piece_open, part_of)
 
     count = tf.size(texts)
     # Only a text with two white-space characters before another can need a cut.
@@ -193,25 +199,66 @@ def pre_tokenize(texts, pattern, before, lookahead):
     ).merge_dims(1, 2)
 
 
-def _first_cut(pieces, pattern, before):
-    """`tf.string [N]` -> int32 `[N]`: the byte offset of each piece's first
-    cut (before the last character of the first run of white space that the
-    lookahead ending matches one character short), or -1."""
+def _cuts(pieces, pattern, before):
+    """The cuts of `pieces` (`tf.string [N]`): before the last character of
+    each run of white space that the lookahead ending matches one character
+    short. `(cuts, rows, open)`: the byte offsets (int32 `[C]`) and their
+    pieces (`[C]`, in order), and for each piece (`[N]`) whether it needs
+    another look after its last cut.
+
+    `pattern` finds the first such run of a piece: up to it, its matches are
+    the true ones. After the cut, the true matches start one character
+    early; where the first of them ends where one of `pattern`'s did, they
+    are in step again, and the next run `pattern` found is a cut too.
+    Where they are not, the rest of the piece is looked at again."""
     import tensorflow_text
 
-    tokens, _, ends = tensorflow_text.regex_split_with_offsets(pieces, pattern, pattern)
+    tokens, starts, ends = tensorflow_text.regex_split_with_offsets(pieces, pattern, pattern)
     row = tokens.value_rowids()
-    values, ends = tokens.flat_values, tf.cast(ends.flat_values, tf.int32)
-    followed = ends < tf.gather(tf.strings.length(pieces), row)
-    run = tf.strings.regex_full_match(values, f"[{WHITE_SPACE}]{{2,}}") & followed
+    values = tokens.flat_values
+    starts, ends = tf.cast(starts.flat_values, tf.int32), tf.cast(ends.flat_values, tf.int32)
+    length = tf.strings.length(pieces)
+    run = tf.strings.regex_full_match(values, f"[{WHITE_SPACE}]{{2,}}")
+    run &= ends < tf.gather(length, row)  # followed by more text
     if before is not None:
         # `pattern` prefers the alternatives before the ending: a run is
         # theirs exactly when they match it whole.
         run &= ~tf.strings.regex_full_match(values, f"(?:{before})")
-    last = tf.strings.length(tf.strings.substr(values, -1, 1, unit="UTF8_CHAR"))
-    cut = tf.where(run, ends - last, NO_RANK)
-    first = tf.math.unsorted_segment_min(cut, row, tokens.nrows())
-    return tf.where(first >= NO_RANK, -1, first)
+    at = tf.where(run)[:, 0]  # the runs, piece by piece, in order
+    rows = tf.gather(row, at)
+    last = tf.strings.length(tf.strings.substr(tf.gather(values, at), -1, 1, unit="UTF8_CHAR"))
+    cuts = tf.gather(ends, at) - last
+    # The true match that starts at each cut, and where it ends.
+    rest = tf.strings.substr(tf.gather(pieces, rows), cuts, tf.gather(length, rows) - cuts)
+    first = tf.strings.regex_replace(rest, f"^({pattern})(?s:.*)$", r"\1")
+    first_end = cuts + tf.strings.length(first)
+    # In step again: that end is where one of `pattern`'s matches starts (or
+    # the piece ends), no later than the next run.
+    boundaries = tf.cast(row, tf.int64) * 2**32 + tf.cast(starts, tf.int64)
+    wanted = tf.cast(rows, tf.int64) * 2**32 + tf.cast(first_end, tf.int64)
+    place = tf.searchsorted(boundaries, wanted, out_type=tf.int64)
+    found = tf.gather(boundaries, tf.minimum(place, tf.size(boundaries, tf.int64) - 1))
+    next_run = tf.where(
+        tf.concat([rows, [-1]], axis=0)[1:] == rows,
+        tf.concat([tf.gather(starts, at), [0]], axis=0)[1:],
+        NO_RANK,
+    )
+    in_step = ((found == wanted) | (first_end == tf.gather(length, rows))) & (first_end <= next_run)
+    # A cut counts if every cut before it in its piece is in step.
+    out_of_step = tf.cast(~in_step, tf.int32)
+    before_count = tf.math.cumsum(out_of_step, exclusive=True)
+    index = tf.range(tf.size(rows, tf.int64))
+    row_first = tf.gather(
+        tf.math.unsorted_segment_min(index, rows, tf.size(pieces, tf.int64)), rows
+    )
+    counts = before_count - tf.gather(before_count, row_first) == 0
+    still_open = (
+        tf.math.unsorted_segment_max(
+            tf.cast(counts & ~in_step, tf.int32), rows, tf.size(pieces, tf.int64)
+        )
+        > 0
+    )
+    return tf.boolean_mask(cuts, counts), tf.boolean_mask(rows, counts), still_open
 
 
 def _whole_where_known(symbols, ids):

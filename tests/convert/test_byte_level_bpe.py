@@ -1,7 +1,8 @@
 """GPT-2, Qwen2 and Llama 3 converted with their byte-level BPE tokenizers,
 held against Hugging Face's own outputs on the committed tiny checkpoints
 (fixtures/make_bpe_fixtures.py): its ids and round trips on 520 varied
-strings, its logits, its greedy and beam answers."""
+strings, its pre-tokens on 600 strings thick with white space, its logits,
+its greedy and beam answers."""
 
 import json
 import shutil
@@ -20,6 +21,7 @@ from convert_helpers import (
 from keras_attention import decoding
 from keras_attention.convert import from_huggingface
 from keras_attention.convert.checkpoint import read_safetensors
+from keras_attention.data.byte_level_bpe import pre_tokenize, split_pattern
 from keras_attention.data.tokenizers import END_ID, START_ID, prompt_starts
 
 NAMES = ["gpt2", "qwen2", "llama3"]
@@ -74,6 +76,19 @@ def test_tokenization_equals_hugging_faces_on_520_strings(converted, name):
     round_trip = tokenizer.detokenize(tokenizer.tokenize(tf.constant(texts)).to_tensor())
     assert [t.decode("utf-8") for t in round_trip.numpy()] == table[name]["round_trip"]
     assert len(texts) >= 500
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pre_tokens_equal_tokenizers_on_runs_of_white_space(name):
+    """Each pre-tokenizer regex, its `\\s+(?!\\S)` lookahead matched without
+    one (RE2 has none), splits 600 strings thick with runs of white space
+    as `tokenizers`' `Split` does (`bpe_pre_tokens.json`)."""
+    cases = json.loads((FIXTURES / "bpe_pre_tokens.json").read_text("utf-8"))
+    pattern, before, lookahead = split_pattern(cases[name]["pattern"])
+    ours = pre_tokenize(tf.constant(cases["strings"]), pattern, before, lookahead).to_list()
+    for text, row, theirs in zip(cases["strings"], ours, cases[name]["pieces"], strict=True):
+        assert [piece.decode("utf-8") for piece in row] == theirs, repr(text)
+    assert lookahead and len(cases["strings"]) == 600
 
 
 @pytest.mark.parametrize("name", NAMES)
