@@ -25,12 +25,14 @@ from pathlib import Path
 # "mapped_subword" (a converted checkpoint's): the .json names the pieces'
 # ids, a .model of the same name beside it is the SentencePiece model.
 # "wordpiece" (a converted BERT's): the .json holds the vocabulary and the
-# normalisation options.
+# normalisation options. "byte_level_bpe" (GPT-2's, Qwen2's, Llama 3's):
+# the .json holds the tokens, merges, pre-tokenizer regex and options.
 VOCABULARY_EXTENSIONS = {
     "character": "txt",
     "subword": "model",
     "mapped_subword": "json",
     "wordpiece": "json",
+    "byte_level_bpe": "json",
 }
 
 

@@ -110,7 +110,8 @@ class Transformer(ZooModel):
         tie_output_embeddings: bool, the output projection is the target
             embedding's transpose. Default False.
         activation: str, the dense feed-forward network's activation
-            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`).
+            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`,
+            `"gelu_tanh"` as in GPT-2).
             Default `"relu"`.
         layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
             Default 1e-6.

@@ -97,7 +97,9 @@ class TransformerLM(ZooModel):
         rotary_max_wavelength: float, the rotary positions' longest
             wavelength (with `positions="rotary"`). Default 10000.
         rotary_scaling_factor: float >= 1, linear position interpolation of
-            the rotary positions: positions are divided by it. Default 1.0.
+            the rotary positions: positions are divided by it. Or a list of
+            floats >= 1, one per pair of a head's features, each dividing
+            its frequency (Llama 3.1's `llama3` scaling). Default 1.0.
         normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
             (RMS normalisation, as in Llama) around every sub-layer.
             Default `"layer_norm"`.
@@ -117,7 +119,8 @@ class TransformerLM(ZooModel):
         tie_output_embeddings: bool, the output projection is the token
             embedding's transpose. Default True.
         activation: str, the dense feed-forward network's activation
-            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`).
+            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`,
+            `"gelu_tanh"` as in GPT-2).
             Default `"relu"`.
         layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
             Default 1e-6.

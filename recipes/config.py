@@ -20,7 +20,7 @@ from keras_attention.utils import check_choice
 
 SCHEDULES = ("constant", "warmup")
 # The tokenizers of converted checkpoints, which only `--init-from` brings.
-CONVERTED_TOKENIZERS = ("mapped_subword", "wordpiece")
+CONVERTED_TOKENIZERS = ("mapped_subword", "wordpiece", "byte_level_bpe")
 # Flags that make a model or a vocabulary, which `--init-from` takes from its run.
 INIT_FROM_CONFLICTS = (
     "tokenizer",
@@ -120,7 +120,8 @@ class TrainingConfig:
     tokenizer: str | None = flag(
         None,
         "character, or subword (SentencePiece); None: chosen for the data "
-        "(mapped_subword, wordpiece: a converted checkpoint's, kept by --init-from)",
+        "(mapped_subword, wordpiece, byte_level_bpe: a converted checkpoint's, kept by "
+        "--init-from)",
         choices=(*TOKENIZERS, *CONVERTED_TOKENIZERS),
     )
     vocabulary_size: int | None = flag(

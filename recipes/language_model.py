@@ -25,7 +25,7 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import language_model_batches
-from keras_attention.data.tokenizers import START_ID
+from keras_attention.data.tokenizers import START_ID, prompt_starts
 from keras_attention.models import build_transformer_lm
 from keras_attention.recipes.config import TrainingConfig, document_flags, flag
 from keras_attention.recipes.config import main as run_recipe
@@ -182,7 +182,8 @@ class LanguageModelRecipe(Recipe):
 
         examples = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
         prompts = tokenizer.tokenize(tf.constant(examples))[:, : config.prompt_tokens]
-        prompts = tf.concat([tf.fill([len(examples), 1], START_ID), prompts.to_tensor()], 1)
+        start = tf.fill([len(examples), 1 if prompt_starts(tokenizer) else 0], START_ID)
+        prompts = tf.concat([start, prompts.to_tensor()], 1)
         completions = decoding.sample(
             model, prompts.numpy(), config.max_length, top_k=config.top_k, seed=config.seed
         )
@@ -197,7 +198,8 @@ class LanguageModelRecipe(Recipe):
         """The last layer's causal self-attention over a test text."""
         text = evaluation.examples[0]
         text_ids = data.tokenizer.tokenize(tf.constant([text])).numpy()[0]
-        ids = np.concatenate([[START_ID], text_ids[: data.config.max_length - 1]])[None]
+        start = np.array([START_ID] if prompt_starts(data.tokenizer) else [], "int32")
+        ids = np.concatenate([start, text_ids[: data.config.max_length - len(start)]])[None]
         return draw_self_attention(model, ids, data.tokenizer.vocabulary, output_dir, title=text)
 
 

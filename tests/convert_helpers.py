@@ -3,9 +3,11 @@ Face's outputs for them (made by fixtures/make_fixtures.py), and our ids
 read back as the checkpoint's pieces."""
 
 import json
+import struct
 from pathlib import Path
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 import sentencepiece
@@ -15,6 +17,28 @@ from keras_attention.data.tokenizers import END_ID, START_ID, load_run_tokenizer
 from keras_attention.run_files import RunFiles
 
 FIXTURES = Path(__file__).parent / "convert" / "fixtures"
+# numpy dtypes -> safetensors' names
+SAFETENSORS_DTYPES = {
+    np.dtype(np.float32): "F32",
+    np.dtype(np.float16): "F16",
+    np.dtype(ml_dtypes.bfloat16): "BF16",
+}
+
+
+def write_safetensors(path, tensors):
+    """The safetensors layout: u64 header length, JSON header, the bytes."""
+    header, offset, blobs = {}, 0, []
+    for name, array in tensors.items():
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {
+            "dtype": SAFETENSORS_DTYPES[array.dtype],
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+        blobs.append(data)
+    encoded = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
 
 
 def reference(name):

@@ -111,6 +111,27 @@ def test_the_modern_attention_section_ran(smoke):
     assert "against KerasHub `LlamaCausalLM`" in stdout
 
 
+# Trains two small tokenizers and races them (about a minute): `pytest -m large`.
+@pytest.mark.large
+def test_the_byte_level_bpe_benchmark_runs_and_agrees_with_tokenizers(tmp_path):
+    """`benchmarks.bpe_tokenizer --smoke`: both pre-tokenizers raced, every
+    text's ids equal to `tokenizers`' (no torch needed)."""
+    output = tmp_path / "bpe.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bpe_tokenizer", "--smoke", "--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    results = json.loads(output.read_text())
+    assert results["commit"] and results["machine"]["cpu"]
+    assert [row["pre_tokenizer"] for row in results["rows"]] == ["gpt2", "llama3"]
+    for row in results["rows"]:
+        assert row["ids_equal"] == f"{row['texts']} of {row['texts']}"
+        assert row["ratio"] > 0
+
+
 # Converts the tiny fixtures and races them (about 2 minutes): `pytest -m large`.
 @pytest.mark.large
 def test_the_pretrained_benchmark_runs_without_torch(tmp_path):

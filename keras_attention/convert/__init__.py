@@ -6,23 +6,28 @@ finished run (the export command, the explorer, the client) reads as it is.
 
 One module per family maps the checkpoint's names and shapes onto our
 builders' options and our layers' weights (`marian`: OPUS-MT; `llama`:
-Llama and Mistral; `bert`: BERT classifiers), chosen by `config.json`'s
-`model_type`. The weights are read with numpy alone (`checkpoint.py`):
-neither torch nor transformers is needed. What a family does not implement
-(a `rope_scaling` kind, an activation, a tokenizer) is refused by name and
-value, never converted approximately.
+Llama 2 and 3, Mistral and Qwen2; `gpt2`: GPT-2; `bert`: BERT
+classifiers), chosen by `config.json`'s `model_type`; `byte_level_bpe`
+reads the byte-level BPE `tokenizer.json` of GPT-2, Qwen2 and Llama 3. The
+weights are read with numpy alone (`checkpoint.py`): neither torch nor
+transformers is needed. What a family does not implement (a `rope_scaling`
+kind, an activation, a tokenizer) is refused by name and value, never
+converted approximately.
 """
 
 import dataclasses
 import json
 from pathlib import Path
 
-from keras_attention.convert import bert, llama, marian
+from keras_attention.convert import bert, gpt2, llama, marian
 from keras_attention.convert.checkpoint import Checkpoint, CheckpointError
+from keras_attention.data.tokenizers import tokenizer_kind
 from keras_attention.tasks import task_of
 
 FAMILIES = {
-    model_type: family for family in (marian, llama, bert) for model_type in family.MODEL_TYPES
+    model_type: family
+    for family in (marian, llama, gpt2, bert)
+    for model_type in family.MODEL_TYPES
 }
 
 __all__ = ["Converted", "CheckpointError", "convert", "from_huggingface"]
@@ -76,7 +81,7 @@ def from_huggingface(path):
     family.load_weights(model, checkpoint.weights(), sides)
     config = {
         "task": family.TASK,
-        "tokenizer": "mapped_subword",
+        "tokenizer": tokenizer_kind(tokenizers[task_of(family.TASK).sides[0]]),
         **family.run_settings(checkpoint),
         "converted_from": {
             "checkpoint": str(Path(path).resolve()),

@@ -18,7 +18,7 @@ that keep every example (evaluation) are padded to `max_length`, in order.
 
 import tensorflow as tf
 
-from keras_attention.data.tokenizers import END_ID, START_ID
+from keras_attention.data.tokenizers import END_ID, START_ID, prompt_starts
 
 
 def truncate(ids, limit, strict=False, what="sequence"):
@@ -54,19 +54,24 @@ def translation_batches(pairs, source_tokenizer, target_tokenizer, strict=False,
 
 def language_model_batches(texts, tokenizer, strict=False, pack=False, **batching):
     """Texts -> `(token_ids [B, T], labels [B, T])`: `<s> x1 .. xn` in, the
-    same shifted by one, `x1 .. xn </s>`, as labels.
+    same shifted by one, `x1 .. xn </s>`, as labels. (A tokenizer whose
+    prompts start with no token, GPT-2's and Qwen2's: `x1 .. xn` in,
+    `x2 .. xn </s>` as labels.)
 
     With `pack`, the texts are joined into one stream, `<s> text </s>` after
-    `<s> text </s>`, and cut into windows of exactly `max_length` tokens:
-    long-context training, with no padding, on texts of any length (the
-    stream's last part that fills no window is left out)."""
+    `<s> text </s>` (`text </s>` after `text </s>`), and cut into windows of
+    exactly `max_length` tokens: long-context training, with no padding, on
+    texts of any length (the stream's last part that fills no window is
+    left out)."""
     max_length = batching["max_length"]
     if pack:
         return _packed_windows(texts, tokenizer, **batching)
+    start = [START_ID] if prompt_starts(tokenizer) else []
 
     def encode(text):
-        ids = truncate(tokenizer.tokenize(text), max_length - 1, strict, "text")
-        return tf.concat([[START_ID], ids], axis=0), tf.concat([ids, [END_ID]], axis=0)
+        ids = truncate(tokenizer.tokenize(text), max_length - len(start), strict, "text")
+        inputs = tf.concat([tf.constant(start, tf.int32), ids], axis=0)
+        return inputs, tf.concat([inputs[1:], [END_ID]], axis=0)
 
     return _batches(texts, encode, lambda ids, labels: tf.shape(ids)[0], **batching)
 
@@ -79,8 +84,10 @@ def _packed_windows(
     if shuffle_buffer:
         texts = texts.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
 
+    start = tf.constant([START_ID] if prompt_starts(tokenizer) else [], tf.int32)
+
     def encode(text):
-        return tf.concat([[START_ID], tokenizer.tokenize(text), [END_ID]], axis=0)
+        return tf.concat([start, tokenizer.tokenize(text), [END_ID]], axis=0)
 
     stream = texts.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
     windows = stream.batch(max_length + 1, drop_remainder=True)  # inputs and labels, offset by 1

@@ -592,18 +592,39 @@ def padded(ids):
     return ids.to_tensor(default_value=PAD_ID, shape=[ids.nrows(), width])
 
 
+def prompt_starts(tokenizer):
+    """Whether a language model's prompt starts with the start id: it does
+    for every tokeniser but a byte-level BPE one whose checkpoint puts no
+    token first (GPT-2, Qwen2)."""
+    return getattr(tokenizer, "add_start", True)
+
+
+def tokenizer_kinds():
+    """`{kind: class}` of the tokenisers a run folder may name (its
+    config.json's "tokenizer")."""
+    from keras_attention.data.byte_level_bpe import ByteLevelBPETokenizer
+
+    return {
+        "character": CharacterTokenizer,
+        "subword": SubwordTokenizer,
+        "mapped_subword": MappedSubwordTokenizer,
+        "wordpiece": WordPieceTokenizer,
+        "byte_level_bpe": ByteLevelBPETokenizer,
+    }
+
+
+def tokenizer_kind(tokenizer):
+    """The kind a run folder records for `tokenizer`."""
+    return next(kind for kind, cls in tokenizer_kinds().items() if type(tokenizer) is cls)
+
+
 def load_run_tokenizer(files, config, side):
     """The tokeniser a recipe saved for `side` ("source", "target", or
     "text" for a model with one vocabulary) in a run's folder: `files` its
     `RunFiles`, `config` its `config.json` as a dict, whose "tokenizer"
     names the kind. A ValueError that names the file when the kind or the
     vocabulary file is missing."""
-    kinds = {
-        "character": CharacterTokenizer,
-        "subword": SubwordTokenizer,
-        "mapped_subword": MappedSubwordTokenizer,
-        "wordpiece": WordPieceTokenizer,
-    }
+    kinds = tokenizer_kinds()
     kind = config.get("tokenizer")
     if kind not in kinds:
         raise ValueError(

@@ -28,7 +28,13 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
-from keras_attention.data.tokenizers import PAD_ID, START_ID, pair_token_ids, token_ids
+from keras_attention.data.tokenizers import (
+    PAD_ID,
+    START_ID,
+    pair_token_ids,
+    prompt_starts,
+    token_ids,
+)
 from keras_attention.export import translate_batch
 from keras_attention.tasks import task_of
 from keras_attention.tasks.translation import cross_attention
@@ -329,8 +335,9 @@ class LanguageModelServer(Server):
         def complete(prompt, max_length, decode):
             """`decode(prompt ids [B, P], new tokens per row [B])` -> ids."""
             prompt_ids = token_ids(tokenizer, prompt, prompt_limit)
-            start = tf.fill([tf.shape(prompt_ids)[0], 1], START_ID)
-            prompt_ids = tf.concat([start, prompt_ids], axis=1)  # <s> x1 .. xn, right-padded
+            if prompt_starts(tokenizer):
+                start = tf.fill([tf.shape(prompt_ids)[0], 1], START_ID)
+                prompt_ids = tf.concat([start, prompt_ids], axis=1)  # <s> x1 .. xn, right-padded
             prompt_length = tf.reduce_sum(tf.cast(prompt_ids != PAD_ID, tf.int32), axis=1)
             new_tokens = max_length + tf.zeros_like(prompt_length)  # [B]
             if positions is not None:

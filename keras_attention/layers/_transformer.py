@@ -22,6 +22,17 @@ NORMALIZATIONS = ("layer_norm", "rms_norm")
 FEED_FORWARDS = ("dense", "swiglu")
 
 
+@keras.saving.register_keras_serializable(package="keras_attention")
+def gelu_tanh(x):
+    """GELU with the tanh approximation, GPT-2's `gelu_new`:
+    `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+# Activations by name besides Keras' own.
+ACTIVATIONS = {"gelu_tanh": gelu_tanh}
+
+
 def normalization_layer(normalization, epsilon, dtype_policy, name):
     """`keras.layers.LayerNormalization` or `keras.layers.RMSNormalization`."""
     if normalization == "rms_norm":
@@ -62,6 +73,8 @@ class TransformerBlockBase(Layer):
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
         self.dropout = check_rate("dropout", dropout)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        if isinstance(activation, str):
+            activation = ACTIVATIONS.get(activation, activation)
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.norm_first = bool(norm_first)

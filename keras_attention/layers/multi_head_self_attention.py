@@ -10,7 +10,7 @@ from keras_attention.layers._attention import (
     merge_masks,
 )
 from keras_attention.layers._multi_head import MultiHeadAttentionBase
-from keras_attention.layers.rotary_embedding import RotaryEmbedding
+from keras_attention.layers.rotary_embedding import RotaryEmbedding, check_scaling_factor
 from keras_attention.utils import check_choice, check_number, pack_outputs, slice_update
 
 POSITIONS = (None, "rotary", "alibi")
@@ -18,11 +18,11 @@ POSITIONS = (None, "rotary", "alibi")
 
 def check_positions(positions, rotary_max_wavelength, rotary_scaling_factor):
     """The positions inside self-attention, checked: `positions` one of
-    `POSITIONS`, the rotary wavelength > 1 and scaling factor >= 1."""
+    `POSITIONS`, the rotary wavelength > 1 and scaling factor (or factors) >= 1."""
     return (
         check_choice("positions", positions, POSITIONS),
         check_number("rotary_max_wavelength", rotary_max_wavelength, above=1),
-        check_number("rotary_scaling_factor", rotary_scaling_factor, at_least=1),
+        check_scaling_factor("rotary_scaling_factor", rotary_scaling_factor),
     )
 
 
@@ -74,7 +74,8 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             a cache (positions from `cache_index`) and in blocks.
         rotary_max_wavelength, rotary_scaling_factor: the `RotaryEmbedding`'s
             `max_wavelength` (default 10000) and `scaling_factor` (linear
-            position interpolation, default 1.0), with `positions="rotary"`.
+            position interpolation, or a factor per pair of features;
+            default 1.0), with `positions="rotary"`.
         kernel_initializer, bias_initializer: initializers of the projections.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 

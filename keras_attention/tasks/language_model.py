@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from keras_attention.data.tokenizers import START_ID
+from keras_attention.data.tokenizers import START_ID, prompt_starts
 from keras_attention.tasks.base import Task, before_end, text_of
 
 MAX_NEW_TOKENS = 64  # the explorer's completion, at most
@@ -27,7 +27,8 @@ class LanguageModeling(Task):
         return LanguageModelServer(model, tokenizers["text"], max_length, beam_size, jit_compile)
 
     def explore(self, explorer, ids, beam_size=None):
-        prompt = np.concatenate([[START_ID], ids[0][ids[0] != 0]])[None].astype("int32")
+        start = [START_ID] if prompt_starts(explorer.tokenizers["text"]) else []
+        prompt = np.concatenate([start, ids[0][ids[0] != 0]])[None].astype("int32")
         new_tokens = min(MAX_NEW_TOKENS, explorer.max_length - prompt.shape[1])
         sequence = prompt[0]
         if new_tokens > 0:

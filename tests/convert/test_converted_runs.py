@@ -146,3 +146,25 @@ def test_a_language_models_xla_export_completes_as_generate_does(converted, tmp_
     assert list(plain["completion"]) == completions
     _, shorter, _ = generate_completions("llama", tokenizer, cut=1, longest=new_tokens)
     assert list(mixed["completion"]) == shorter
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen2", "llama3"])
+def test_a_byte_level_bpe_models_export_completes_as_generate_does(name, tmp_path):
+    """GPT-2, Qwen2 and Llama 3: the export (its byte-level BPE in the
+    graph), reloaded in a fresh process, completes each prompt with the
+    text of Hugging Face's greedy completion, `decode(skip_special_tokens=True)`."""
+    expected, _ = reference(name)
+    run = convert(FIXTURES / name, tmp_path / name)
+    assert json.loads(RunFiles(run).config.read_text())["tokenizer"] == "byte_level_bpe"
+    texts = expected["texts"]
+    new_tokens = expected["greedy_kwargs"]["max_new_tokens"]
+    export = run / "serving" / name / "1"
+    request = {
+        "prompt": np.array([t.encode() for t in texts], dtype=object),
+        "beam_size": np.ones(len(texts), "int32"),
+        "max_length": np.full(len(texts), new_tokens, "int32"),
+    }
+    answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
+    completions = [row["completion"].encode() for row in expected["greedy"]]
+    assert list(answers[export]["answers"][0]["completion"]) == completions
+    assert len(set(completions)) > 5

@@ -3,39 +3,16 @@ half-written."""
 
 import json
 import shutil
-import struct
 import subprocess
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
-from convert_helpers import FIXTURES
+from convert_helpers import FIXTURES, write_safetensors
 
 from keras_attention.convert import CheckpointError, convert, from_huggingface
 from keras_attention.convert.checkpoint import read_safetensors
-
-NAMES = {
-    np.dtype(np.float32): "F32",
-    np.dtype(np.float16): "F16",
-    np.dtype(ml_dtypes.bfloat16): "BF16",
-}
-
-
-def write_safetensors(path, tensors):
-    """The safetensors layout: u64 header length, JSON header, the bytes."""
-    header, offset, blobs = {}, 0, []
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array).tobytes()
-        header[name] = {
-            "dtype": NAMES[array.dtype],
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        offset += len(data)
-        blobs.append(data)
-    encoded = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
 
 
 def copy_of(name, tmp_path):
@@ -64,9 +41,22 @@ def edit_config(folder, **changes):
             {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "rope_parameters": None},
             "rope_type",
         ),
-        ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, "rope_type"),
+        ("llama", {"rope_parameters": {"rope_type": "dynamic", "factor": 8.0}}, "rope_type"),
+        (
+            "llama",
+            {"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 1e4}},
+            "has no number low_freq_factor for llama3",
+        ),
         ("llama", {"pretraining_tp": 2}, "pretraining_tp=2"),
         ("llama", {"eos_token_id": [2, 5]}, "eos_token_id"),
+        ("gpt2", {"activation_function": "relu"}, "activation_function='relu'"),
+        ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+        ("qwen2", {"use_sliding_window": True}, "use_sliding_window=True"),
+        (
+            "llama3",
+            {"rope_parameters": {"rope_type": "yarn", "factor": 8.0, "rope_theta": 5e5}},
+            "rope_type",
+        ),
     ],
 )
 def test_unsupported_config_values_are_refused_by_name(tmp_path, name, changes, message):
@@ -76,11 +66,57 @@ def test_unsupported_config_values_are_refused_by_name(tmp_path, name, changes, 
         from_huggingface(folder)
 
 
-def test_a_byte_level_bpe_tokenizer_is_refused(tmp_path):
+def test_a_llama_without_tokenizer_model_needs_a_byte_level_bpe_tokenizer_json(tmp_path):
     folder = copy_of("llama", tmp_path)
-    (folder / "tokenizer.model").unlink()
-    with pytest.raises(CheckpointError, match="byte-level BPE"):
+    (folder / "tokenizer.model").unlink()  # its tokenizer.json is Llama 2's: SentencePiece's BPE
+    with pytest.raises(CheckpointError, match=r"tokenizer\.json: pre_tokenizer\.type='Metaspace'"):
         from_huggingface(folder)
+
+
+@pytest.mark.parametrize(
+    "name, keys, value, message",
+    [
+        ("gpt2", ["normalizer"], {"type": "Lowercase"}, "normalizer.type='Lowercase'"),
+        ("gpt2", ["pre_tokenizer"], {"type": "Whitespace"}, "pre_tokenizer.type='Whitespace'"),
+        ("gpt2", ["pre_tokenizer", "add_prefix_space"], True, "add_prefix_space=True"),
+        ("gpt2", ["decoder"], {"type": "WordPiece"}, "decoder.type='WordPiece'"),
+        ("gpt2", ["model", "type"], "Unigram", "model.type='Unigram'"),
+        (
+            "qwen2",
+            ["pre_tokenizer", "pretokenizers", 0, "pattern", "Regex"],
+            r"(?<=\s)\p{L}+|\s+",
+            "pre_tokenizer.pretokenizers[0].pattern.Regex: the regex '(?<=",
+        ),
+        (
+            "qwen2",
+            ["pre_tokenizer", "pretokenizers", 0, "pattern", "Regex"],
+            r"\p{L}++|\s+",
+            "RE2 cannot read the regex",
+        ),
+        (
+            "qwen2",
+            ["pre_tokenizer", "pretokenizers", 0, "behavior"],
+            "Removed",
+            "pre_tokenizer.pretokenizers[0].behavior='Removed'",
+        ),
+        ("llama3", ["model", "dropout"], 0.1, "model.dropout=0.1"),
+        ("llama3", ["post_processor"], {"type": "BertProcessing"}, "type='BertProcessing'"),
+    ],
+)
+def test_unknown_tokenizer_json_components_are_refused_by_name(
+    tmp_path, name, keys, value, message
+):
+    folder = copy_of(name, tmp_path)
+    data = json.loads((folder / "tokenizer.json").read_text("utf-8"))
+    parent = data
+    for key in keys[:-1]:
+        parent = parent[key]
+    parent[keys[-1]] = value
+    (folder / "tokenizer.json").write_text(json.dumps(data), "utf-8")
+    with pytest.raises(CheckpointError) as error:
+        from_huggingface(folder)
+    assert f"{folder / 'tokenizer.json'}: " in str(error.value)
+    assert message in str(error.value)
 
 
 @pytest.mark.parametrize(

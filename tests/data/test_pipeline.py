@@ -147,3 +147,21 @@ def test_bucket_shapes_give_the_same_batches_in_a_few_widths(make):
                 assert row.shape == (40,) and (row[len(x) :] == 0).all()
                 row = row[: len(x)]
             np.testing.assert_array_equal(row, x)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_a_tokenizer_whose_prompts_start_with_no_token_trains_without_one(pack):
+    """GPT-2's and Qwen2's texts start with their first token, as the
+    export's prompts do: no start id in, the text's tokens and the end id
+    out."""
+    from keras_attention.data.byte_level_bpe import ByteLevelBPETokenizer
+    from keras_attention.data.tokenizers import RESERVED
+
+    tokenizer = ByteLevelBPETokenizer(
+        [*RESERVED, "a", "b", "Ġ"], [], r" ?\p{L}+|\s+", add_start=False
+    )
+    texts = tf.data.Dataset.from_tensor_slices(["ab a", "ba b"])
+    batches = language_model_batches(texts, tokenizer, pack=pack, batch_size=2, max_length=4)
+    inputs, labels = (tensor.numpy().tolist() for tensor in next(iter(batches)))
+    assert inputs == [[4, 5, 6, 4], [5, 4, 6, 5]]  # "ab a": a b Ġ a
+    assert labels == [[5, 6, 4, 2], [4, 6, 5, 2]]

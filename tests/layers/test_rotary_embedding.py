@@ -23,13 +23,15 @@ def random(*shape, seed=0):
 
 def turned(x, start=0, max_wavelength=10000.0, scaling_factor=1.0, back=False):
     """The paper's rotation, pair by pair: (x_i, x_{i + d/2}) turned by
-    (pos / scaling_factor) * max_wavelength^(-2i / d). x `[B, T, H, d]`.
-    `back`: turned the other way (the transpose, R^T)."""
+    (pos / scaling_factor) * max_wavelength^(-2i / d) (`scaling_factor` a
+    number, or one per pair). x `[B, T, H, d]`. `back`: turned the other
+    way (the transpose, R^T)."""
     out = np.empty_like(x, dtype="float64")
     depth = x.shape[-1]
+    factors = np.broadcast_to(np.asarray(scaling_factor, "float64"), (depth // 2,))
     for t in range(x.shape[1]):
         for i in range(depth // 2):
-            angle = (start + t) / scaling_factor * max_wavelength ** (-2 * i / depth)
+            angle = (start + t) / factors[i] * max_wavelength ** (-2 * i / depth)
             angle = -angle if back else angle
             first, second = x[:, t, ..., i], x[:, t, ..., i + depth // 2]
             out[:, t, ..., i] = first * math.cos(angle) - second * math.sin(angle)
@@ -140,6 +142,22 @@ def test_self_attention_with_rotary_positions_matches_numpy():
         causal,
     )
     np.testing.assert_allclose(output, expected, atol=1e-4)
+
+
+def test_a_factor_per_pair_divides_each_frequency():
+    """Llama 3.1's `llama3` scaling, as the converter gives it: one factor
+    per pair of features."""
+    x = random(2, 9, 3, 8)
+    factors = [1.0, 2.5, 8.0, 8.0]
+    layer = RotaryEmbedding(500.0, factors)
+    np.testing.assert_allclose(
+        to_numpy(layer(x, start_index=5)), turned(x, 5, 500.0, factors), atol=2e-4, rtol=1e-4
+    )
+    assert RotaryEmbedding.from_config(layer.get_config()).scaling_factor == factors
+    with pytest.raises(ValueError, match="has 3 factors, one per pair of features; x has 4"):
+        RotaryEmbedding(scaling_factor=[1.0, 1.0, 1.0])(x)
+    with pytest.raises(ValueError, match=r"`scaling_factor\[1\]` must be a number >= 1"):
+        RotaryEmbedding(scaling_factor=[1.0, 0.5])
 
 
 def test_bad_arguments_are_refused_by_name():
