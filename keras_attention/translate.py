@@ -53,11 +53,11 @@ def n_best_lines(index, result):
 
 
 def main(argv=None):
-    from keras_attention.translator import Translator, read_lines
+    from keras_attention.translator import Translator, decode_lines, read_lines
 
     args = parse_arguments(argv)
     try:
-        texts = read_lines(args.input) if args.input else read_stdin()
+        texts = read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "stdin")
         prefixes = read_lines(args.target_prefix_file) if args.target_prefix_file else None
         if prefixes is not None and len(prefixes) != len(texts):
             raise ValueError(
@@ -106,20 +106,6 @@ def main(argv=None):
         write_atomically(Path(args.output), output)
     else:
         sys.stdout.write(output)
-
-
-def read_stdin():
-    data = sys.stdin.buffer.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    texts = []
-    for number, line in enumerate(lines, 1):
-        try:
-            texts.append(line.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as error:
-            raise ValueError(f"stdin, line {number}, is not UTF-8: {error}") from None
-    return texts
 
 
 if __name__ == "__main__":

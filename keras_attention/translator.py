@@ -246,14 +246,20 @@ class Translator:
 def read_lines(path):
     """The lines of a UTF-8 text file, without their ends; a line that is
     not UTF-8 is an error naming the file and the line."""
-    lines = []
     with open(path, "rb") as file:
-        for number, line in enumerate(file, 1):
-            try:
-                lines.append(line.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path}, line {number}, is not UTF-8: {error}") from None
-    return lines
+        return decode_lines(file, path)
+
+
+def decode_lines(lines, name):
+    """Byte lines (an open binary file, say) -> str lines without their
+    ends; a line that is not UTF-8 is an error naming `name` and the line."""
+    texts = []
+    for number, line in enumerate(lines, 1):
+        try:
+            texts.append(line.decode("utf-8").rstrip("\r\n"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{name}, line {number}, is not UTF-8: {error}") from None
+    return texts
 
 
 def _texts(name, values, allow_none=False):
