@@ -37,6 +37,15 @@ class TranslationResult:
 
 
 @dataclasses.dataclass
+class ScoringResult:
+    """One pair's score, as CTranslate2's: the target's `tokens` (its end
+    token included) and each one's log-probability, `log_probs`."""
+
+    tokens: list
+    log_probs: list
+
+
+@dataclasses.dataclass
 class TranslationStats:
     """What `translate_file` did, as CTranslate2's: how many target tokens
     it wrote, how many texts, and how long it took."""
@@ -184,6 +193,35 @@ class Translator:
                 texts = [h.decode("utf-8") for h in hypotheses[row][:num_hypotheses]]
                 kept = [float(s) for s in scores[row][:num_hypotheses]] if return_scores else []
                 results[i] = TranslationResult(texts, kept)
+        return results
+
+    def score_batch(self, source, target, *, max_batch_size=0, batch_type="examples"):
+        """Scores each of `target` as the translation of its `source` (lists
+        of texts): one `ScoringResult` per pair, in order, its tokens' log
+        probabilities with the end token's, without length penalty (as
+        CTranslate2's `score_batch`). `max_batch_size`, `batch_type`: as in
+        `translate_batch`."""
+        source, target = _texts("source", source), _texts("target", target)
+        if len(target) != len(source):
+            raise ValueError(
+                f"`target` needs one text per source text: {len(target)} for {len(source)}"
+            )
+        if "score_batch" not in self._loaded.signatures:
+            raise ValueError(
+                f"{self.model_path} has no `score_batch` signature: export the run again "
+                "with `python -m keras_attention.export RUN`"
+            )
+        signature = self._loaded.signatures["score_batch"]
+        results = [None] * len(source)
+        for rows in _batches(source, max_batch_size, batch_type):
+            outputs = signature(
+                source=self._tf.constant([source[i] for i in rows], self._tf.string),
+                target=self._tf.constant([target[i] for i in rows], self._tf.string),
+            )
+            tokens, log_probs = outputs["tokens"].numpy(), outputs["log_probs"].numpy()
+            for row, i in enumerate(rows):
+                kept = [t.decode("utf-8") for t in tokens[row] if t]
+                results[i] = ScoringResult(kept, [float(x) for x in log_probs[row][: len(kept)]])
         return results
 
     def translate_iterable(self, source, target_prefix=None, max_batch_size=32, **options):

@@ -172,8 +172,9 @@ def requests(exports):
         ("translate_batch", batch_inputs(TEXTS, num_hypotheses=[1, 1, 3, 1])),  # beam 2: refused
         ("translate_batch", batch_inputs([])),
     ]
+    scored = [("score_batch", {"source": texts, "target": as_bytes([t[::-1] for t in TEXTS])})]
     return {
-        str(exports.translator_v1): translation + warmup + batch,
+        str(exports.translator_v1): translation + warmup + scored + batch,
         str(exports.translator_v2): translation,
         str(exports.rnn_path): translation[:3] + batch[1:2],
         str(exports.classifier_path): [

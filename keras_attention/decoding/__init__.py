@@ -12,7 +12,8 @@ target, `end_id` (default 2) ends it.
 
 `search` decodes with CTranslate2's options (`DecodingOptions`: n-best
 lists, target prefixes, its length penalty and stopping rule, repetition
-penalties, banned n-grams and sequences, length bounds).
+penalties, banned n-grams and sequences, length bounds); `score_targets`
+gives each token of given answers its log-probability.
 
 The package: `greedy.py` (`greedy_search`), `sampling.py` (`sample`,
 `filter_logits`, `gumbel_noise`), `beam.py` (`beam_search`,
@@ -28,7 +29,7 @@ from keras_attention.decoding._loop import first_argmax
 from keras_attention.decoding.beam import beam_search, best_extensions, most_hypotheses
 from keras_attention.decoding.constraints import Constraints
 from keras_attention.decoding.greedy import greedy_search
-from keras_attention.decoding.options import DecodingOptions, search
+from keras_attention.decoding.options import DecodingOptions, score_targets, search
 from keras_attention.decoding.sampling import filter_logits, gumbel_noise, sample
 from keras_attention.utils import NEG_INF
 
@@ -45,6 +46,7 @@ __all__ = [
     "gumbel_noise",
     "most_hypotheses",
     "sample",
+    "score_targets",
     "search",
 ]
 

@@ -12,7 +12,7 @@ import dataclasses
 
 from keras import ops
 
-from keras_attention.decoding._loop import Scoring
+from keras_attention.decoding._loop import Scoring, _no_padding
 from keras_attention.decoding.beam import _search, most_hypotheses
 from keras_attention.decoding.constraints import Constraints
 from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID
@@ -161,3 +161,32 @@ def search(
         use_cache,
         target_prefix=prefix,
     )
+
+
+def score_targets(model, source_ids, target_ids, start_id=START_ID, end_id=END_ID):
+    """Each target token's log-probability under an encoder-decoder, the end
+    token included, as CTranslate2's `score_batch` gives them: the model
+    reads `<s> y1 .. yn` and is scored on `y1 .. yn </s>`, with the
+    softmax of the decoding loops (padding never a candidate) and no
+    length penalty.
+
+    Args:
+        source_ids: int `[B, S]`, 0-padded.
+        target_ids: int `[B, T]`, 0-padded, without start or end tokens.
+
+    Returns:
+        `(labels, log_probs)`: int32 `[B, T + 1]`, each target with its end
+        token, 0-padded; and float32 `[B, T + 1]`, 0 at padding.
+    """
+    target_ids = ops.cast(target_ids, "int32")
+    batch_size, width = ops.shape(target_ids)[0], ops.shape(target_ids)[1]
+    lengths = ops.sum(ops.cast(target_ids != 0, "int32"), axis=1)  # [B]
+    positions = ops.arange(width + 1)[None, :]
+    labels = ops.pad(target_ids, [[0, 0], [0, 1]])
+    labels = ops.where(positions == lengths[:, None], end_id, labels)  # y1 .. yn </s>
+    start = ops.full((batch_size, 1), start_id, "int32")
+    read = ops.concatenate([start, target_ids], axis=1)  # <s> y1 .. yn
+    logits = ops.cast(model({"source_ids": source_ids, "target_ids": read}), "float32")
+    log_probs = ops.log_softmax(_no_padding(logits), axis=-1)  # [B, T + 1, V]
+    chosen = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+    return labels, ops.where(labels != 0, chosen, 0.0)

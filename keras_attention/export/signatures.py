@@ -125,6 +125,8 @@ class Server(tf.Module):
 
     # Signature name -> {option input: the value a warm-up request sends}.
     option_inputs = {}
+    # Signature name -> its text input, where not `text_input`.
+    text_inputs = {}
 
     def warmup_inputs(self, texts):
         """Signature name -> inputs of one warm-up request."""
@@ -132,7 +134,7 @@ class Server(tf.Module):
         for name in self._signature_names:
             options = self.option_inputs.get(name, {})
             requests[name] = {
-                self.text_input: texts,
+                self.text_inputs.get(name, self.text_input): texts,
                 **{option: [value] * len(texts) for option, value in options.items()},
             }
         return requests
@@ -149,6 +151,8 @@ class TranslationServer(Server):
       head (H = 1 for the RNN): row t is what output token t attended to.
     - `translate_with_options`: `text`, `beam_size` and `max_length`, all
       `[B]` -> `translation` `[B]`, each row with its own options.
+    - `translate_batch` and `score_batch`: CTranslate2's
+      (`keras_attention.export.translate_batch`).
 
     With `jit_compile=True` the search with the export's beam size and
     maximum length (every signature's, and `translate_with_options`' rows
@@ -171,7 +175,9 @@ class TranslationServer(Server):
         self.option_inputs = {
             "translate_with_options": {"beam_size": beam_size, "max_length": max_length},
             "translate_batch": translate_batch.defaults(),
+            "score_batch": {"target": ""},
         }
+        self.text_inputs = {"score_batch": "source"}
 
         def search(source_ids, beam_size, max_length):
             return beam_search(model, source_ids, max_length, beam_size=beam_size)[0]
@@ -235,6 +241,9 @@ class TranslationServer(Server):
                 "translate_with_attention": translate_with_attention,
                 "translate_with_options": translate_with_options,
                 "translate_batch": translate_batch.translate_batch(
+                    model, source_tokenizer, target_tokenizer, max_length_limit
+                ),
+                "score_batch": translate_batch.score_batch(
                     model, source_tokenizer, target_tokenizer, max_length_limit
                 ),
             },

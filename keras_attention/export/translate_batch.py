@@ -1,5 +1,13 @@
-"""The `translate_batch` signature of a translator's export: CTranslate2's
-`translate_batch`, with text in and text out, every option a `[B]` input.
+"""The `translate_batch` and `score_batch` signatures of a translator's
+export: CTranslate2's `translate_batch`, with text in and text out, every
+option a `[B]` input; and its `score_batch`.
+
+`score_batch`: `source` and `target`, string `[B]` -> `tokens` string
+`[B, T]` (each target's tokens and `</s>`, "" padded), `log_probs` float32
+`[B, T]` (each token's log-probability, 0 at padding) and `log_prob` `[B]`
+(their sum), as CTranslate2 scores: the end token included, no length
+penalty. Sources are cut to the export's `max_length` tokens, targets to
+`MAX_DECODING_LENGTH`.
 
 Inputs (B texts; every option one value per text):
 
@@ -254,3 +262,33 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length)
 # The search is written with `keras.ops` for every backend: AutoGraph has
 # nothing to convert in it.
 search = tf.autograph.experimental.do_not_convert(decoding.search)
+
+
+def score_batch(model, source_tokenizer, target_tokenizer, max_input_length):
+    """The `score_batch` signature's `tf.function`."""
+    target_vocabulary = tf.constant(target_tokenizer.vocabulary)
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="source"),
+            tf.TensorSpec([None], tf.string, name="target"),
+        ]
+    )
+    def signature(source, target):
+        tf.debugging.assert_equal(
+            tf.shape(target)[0], tf.shape(source)[0], message="score_batch: one target per source"
+        )
+        source_ids = token_ids(source_tokenizer, source, max_input_length)
+        target_ids = token_ids(target_tokenizer, target, MAX_DECODING_LENGTH - 1)
+        target_ids = tf.where(target_ids == END_ID, PAD_ID, target_ids)
+        labels, log_probs = score_targets(model, source_ids, target_ids)
+        return {
+            "tokens": tf.where(labels == PAD_ID, "", tf.gather(target_vocabulary, labels)),
+            "log_probs": log_probs,
+            "log_prob": tf.reduce_sum(log_probs, axis=1),
+        }
+
+    return signature
+
+
+score_targets = tf.autograph.experimental.do_not_convert(decoding.score_targets)

@@ -57,6 +57,7 @@ def test_signatures_inputs_and_outputs(exports, served):
         "translate_with_attention",
         "translate_with_options",
         "translate_batch",
+        "score_batch",
     }
     default = signatures["serving_default"]
     assert default["inputs"] == ["text"] and default["outputs"] == ["translation"]
@@ -65,6 +66,8 @@ def test_signatures_inputs_and_outputs(exports, served):
     assert options["outputs"] == ["translation"]
     assert signatures["translate_batch"]["inputs"] == sorted(["text", *BATCH_OPTIONS])
     assert signatures["translate_batch"]["outputs"] == ["hypotheses", "scores", "tokens"]
+    assert signatures["score_batch"]["inputs"] == ["source", "target"]
+    assert signatures["score_batch"]["outputs"] == ["log_prob", "log_probs", "tokens"]
     assert signatures["translate_with_attention"]["outputs"] == [
         "attention",
         "source_tokens",
@@ -288,6 +291,7 @@ def test_warmup_requests_parse_and_run(exports, served):
         "translate_with_attention",
         "translate_with_options",
         "translate_batch",
+        "score_batch",
     ]
     assert all(r.model_spec.name == "reverse" for r in warmup)
     lm_warmup = export.read_warmup_requests(exports.language_model_path / export.WARMUP_FILE)
@@ -302,7 +306,7 @@ def test_warmup_requests_parse_and_run(exports, served):
     replies = answers(served, exports.translator_v1)[9 : 9 + len(warmup)]
     assert len(replies) == len(warmup)
     for request, reply in zip(warmup, replies, strict=True):
-        output = "hypotheses" if "hypotheses" in reply else "translation"
+        output = next(o for o in ("hypotheses", "log_prob", "translation") if o in reply)
         assert reply[output].shape[0] == len(request.inputs["text"].string_val)
 
 
@@ -364,6 +368,7 @@ def test_metadata_says_what_was_exported(exports):
     assert metadata["model"] == "Transformer"
     assert metadata["max_length"] == MAX_LENGTH and metadata["beam_size"] == BEAM_SIZE
     assert metadata["signatures"] == [
+        "score_batch",
         "serving_default",
         "translate_batch",
         "translate_with_attention",
@@ -470,3 +475,16 @@ def test_translate_batch_refuses_options_out_of_range_naming_them(exports, serve
     """Row 2 asks for 3 hypotheses of a beam of 2 (CTranslate2's default)."""
     refused = answers(served, exports.translator_v1)[-2]
     assert "num_hypotheses" in refused["error"] and "row] [2] [has] [3]" in refused["error"]
+
+
+def test_score_batch_scores_each_target_token_as_in_process(exports, served):
+    answer = answers(served, exports.translator_v1)[-5]
+    tokenizer = exports.tokenizer
+    source = tokenizer.tokenize(tf.constant(TEXTS)).to_tensor()
+    target = tokenizer.tokenize(tf.constant([t[::-1] for t in TEXTS])).to_tensor()
+    labels, log_probs = decoding.score_targets(exports.translator, source, target)
+    np.testing.assert_allclose(answer["log_probs"], log_probs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(answer["log_prob"], np.sum(log_probs, axis=1), rtol=1e-5)
+    assert [[t.decode() for t in row if t] for row in answer["tokens"]] == [
+        [*t[::-1], "</s>"] for t in TEXTS
+    ]

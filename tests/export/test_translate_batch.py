@@ -187,3 +187,22 @@ def test_the_n_best_lists_are_distinct_and_sorted(both):
         hypotheses, scores = texts([answer])[0], [s for _, s in answer]
         assert len(set(map(tuple, hypotheses))) == len(hypotheses)
         assert scores == sorted(scores, reverse=True)
+
+
+def test_target_scores_equal_ctranslate2s_score_batch(both):
+    """`decoding.score_targets` (the export's `score_batch`): each token's
+    log-probability, the end token's too, as CTranslate2 scores them; on
+    the right answers and on wrong ones (the source unreversed)."""
+    model, translator, vocabulary, ids = both
+    targets = [s[::-1] if i % 2 else s + "1" for i, s in enumerate(SENTENCES)]
+    target_ids = token_ids(vocabulary, [list(t) for t in targets])
+    labels, log_probs = decoding.score_targets(model, ids, target_ids)
+    pieces = [[vocabulary[i] for i in row if i] for row in np.asarray(ids)]
+    expected = translator.score_batch(pieces, [list(t) for t in targets])
+    for row, (result, label_row) in enumerate(zip(expected, np.asarray(labels), strict=True)):
+        assert [vocabulary[i] for i in label_row if i] == result.tokens
+        np.testing.assert_allclose(
+            np.asarray(log_probs)[row][: len(result.tokens)], result.log_probs, atol=1e-4
+        )
+    right, wrong = np.asarray(log_probs)[1::2].sum(1), np.asarray(log_probs)[0::2].sum(1)
+    assert right.mean() > wrong.mean() + 1.0  # the model prefers the right answers

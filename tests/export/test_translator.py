@@ -125,3 +125,15 @@ def test_the_command_refuses_a_line_that_is_not_utf_8(tmp_path):
     source.write_bytes(b"12\n\xff\n")
     with pytest.raises(SystemExit, match=r"in.txt, line 2, is not UTF-8"):
         translate.main([str(tmp_path), str(source)])
+
+
+def test_score_batch_equals_the_signature_s_in_a_fresh_process(translator, exports, served):
+    expected = served[1][str(exports.translator_v1)]["answers"][-5]
+    results = translator.score_batch(TEXTS, [t[::-1] for t in TEXTS], max_batch_size=3)
+    for result, tokens, log_probs in zip(
+        results, expected["tokens"], expected["log_probs"], strict=True
+    ):
+        assert result.tokens == [t.decode() for t in tokens if t]
+        np.testing.assert_allclose(result.log_probs, log_probs[: len(result.tokens)], rtol=1e-5)
+    with pytest.raises(ValueError, match="one text per source text: 1 for 4"):
+        translator.score_batch(TEXTS, ["1"])
