@@ -39,7 +39,7 @@ from keras_attention.export import translate_batch
 from keras_attention.tasks import task_of
 from keras_attention.tasks.translation import cross_attention
 
-MAX_BEAM_SIZE = 16  # the most beams a request may ask for
+MAX_BEAM_SIZE = translate_batch.MAX_BEAM_SIZE  # the most beams a request may ask for
 TEXTS = tf.TensorSpec([None], tf.string)
 PER_ROW_INT = tf.TensorSpec([None], tf.int32)
 PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)

@@ -48,7 +48,7 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data.tokenizers import END_ID, PAD_ID, token_ids
 
-MAX_BEAM_SIZE = 16
+MAX_BEAM_SIZE = 16  # the most beams a request may ask for, in every signature
 # The most tokens a request may ask for: a bound on the buffers one request
 # makes the server allocate.
 MAX_DECODING_LENGTH = 1024
