@@ -14,6 +14,7 @@ and return text, not tokens. The SavedModel tokenizes in its graph (the
 """
 
 import dataclasses
+import itertools
 import json
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from keras_attention.run_files import RunFiles
 
 SIGNATURE = "translate_batch"
 BATCH_TYPES = ("examples", "tokens")
+_MISSING = object()  # (an iterable that ran out before the other)
 
 
 @dataclasses.dataclass
@@ -147,7 +149,9 @@ class Translator:
             max_batch_size: int, the most texts per call of the model (0:
                 all at once); the texts are sorted by length first, so that
                 a batch holds texts of similar lengths.
-            batch_type: "examples" (`max_batch_size` counts texts).
+            batch_type: "examples" (`max_batch_size` counts texts) or
+                "tokens" (it counts tokens, padding included: a batch's
+                texts times its longest text's source tokens).
             beam_size, patience, num_hypotheses, length_penalty,
             repetition_penalty, no_repeat_ngram_size, disable_unk,
             max_decoding_length, min_decoding_length: as CTranslate2's
@@ -178,7 +182,9 @@ class Translator:
         }
         _check_options(options)
         results = [None] * len(source)
-        for rows in _batches(source, max_batch_size, batch_type):
+        for rows in _batches(
+            self._lengths(source, max_batch_size, batch_type), max_batch_size, batch_type
+        ):
             size = len(rows)
             inputs = {
                 "text": np.array([source[i] for i in rows], object),
@@ -213,7 +219,9 @@ class Translator:
             )
         signature = self._loaded.signatures["score_batch"]
         results = [None] * len(source)
-        for rows in _batches(source, max_batch_size, batch_type):
+        for rows in _batches(
+            self._lengths(source, max_batch_size, batch_type), max_batch_size, batch_type
+        ):
             outputs = signature(
                 source=self._tf.constant([source[i] for i in rows], self._tf.string),
                 target=self._tf.constant([target[i] for i in rows], self._tf.string),
@@ -224,20 +232,70 @@ class Translator:
                 results[i] = ScoringResult(kept, [float(x) for x in log_probs[row][: len(kept)]])
         return results
 
-    def translate_iterable(self, source, target_prefix=None, max_batch_size=32, **options):
-        """Translates an iterable of texts lazily, `max_batch_size` at a
-        time; yields a `TranslationResult` per text, in order. The other
-        arguments are `translate_batch`'s."""
-        prefixes = iter(target_prefix) if target_prefix is not None else None
-        batch, batch_prefixes = [], []
-        for text in source:
-            batch.append(text)
-            batch_prefixes.append(next(prefixes) if prefixes is not None else None)
-            if len(batch) == max_batch_size:
-                yield from self.translate_batch(batch, batch_prefixes, **options)
-                batch, batch_prefixes = [], []
-        if batch:
-            yield from self.translate_batch(batch, batch_prefixes, **options)
+    def translate_iterable(
+        self, source, target_prefix=None, max_batch_size=32, batch_type="examples", **options
+    ):
+        """Translates an iterable of texts lazily; yields a
+        `TranslationResult` per text, in order. As CTranslate2 does, it
+        reads 16 batches' worth of texts at a time and translates them
+        sorted by length, in batches of `max_batch_size` texts or tokens
+        (`batch_type`). The other arguments are `translate_batch`'s."""
+        _check_batching(max_batch_size, batch_type)
+        if max_batch_size < 1:
+            raise ValueError(f"`max_batch_size` must be >= 1. Received: {max_batch_size!r}")
+        read_size = max_batch_size * 16 if max_batch_size > 1 else max_batch_size
+        for texts, prefixes in self._read(source, target_prefix, read_size, batch_type):
+            yield from self.translate_batch(
+                texts, prefixes, max_batch_size=max_batch_size, batch_type=batch_type, **options
+            )
+
+    def _read(self, source, target_prefix, read_size, batch_type):
+        """`(texts, prefixes)` from the iterables, `read_size` texts (or
+        tokens, padding counted, as `_batches` counts them) at a time."""
+        if target_prefix is None:
+            pairs = ((text, None) for text in source)
+        else:
+            pairs = itertools.zip_longest(source, target_prefix, fillvalue=_MISSING)
+        texts, prefixes, lengths = [], [], []
+
+        def counted():  # the texts whose tokens are counted, as `read_size` allows
+            nonlocal texts, prefixes, lengths
+            lengths += self._lengths(texts[len(lengths) :], 1, "tokens")
+            while (cut := _first_over(lengths, read_size)) is not None:
+                yield texts[:cut], prefixes[:cut]
+                texts, prefixes, lengths = texts[cut:], prefixes[cut:], lengths[cut:]
+
+        for text, prefix in pairs:
+            if text is _MISSING or prefix is _MISSING:
+                raise ValueError("`source` and `target_prefix` have different lengths")
+            texts.append(text)
+            prefixes.append(prefix)
+            if batch_type == "examples" and len(texts) == read_size:
+                yield texts, prefixes
+                texts, prefixes = [], []
+            elif batch_type == "tokens" and len(texts) - len(lengths) == 64:
+                yield from counted()  # (tokens are counted 64 texts at a time)
+        if batch_type == "tokens" and texts:
+            yield from counted()
+        if texts:
+            yield texts, prefixes
+
+    def _lengths(self, texts, max_batch_size, batch_type):
+        """Each text's length, for cutting batches: its source tokens (the
+        export's `tokenize` signature) when batches count tokens, its
+        characters otherwise."""
+        _check_batching(max_batch_size, batch_type)
+        texts = _texts("source", texts)
+        if batch_type == "examples" or not max_batch_size:
+            return [len(text) for text in texts]
+        if "tokenize" not in self._loaded.signatures:
+            raise ValueError(
+                f"{self.model_path} has no `tokenize` signature, which batch_type='tokens' "
+                "counts tokens with: export the run again with "
+                "`python -m keras_attention.export RUN`"
+            )
+        tokenize = self._loaded.signatures["tokenize"]
+        return [int(n) for n in tokenize(text=self._tf.constant(texts, self._tf.string))["length"]]
 
     def translate_file(
         self,
@@ -325,24 +383,49 @@ def _check_options(options):
             raise TypeError(f"`{name}` must be a {expected.__name__}. Received: {name}={value!r}")
 
 
-def _batches(source, max_batch_size, batch_type):
-    """Row indices, batch by batch: all at once, or (`max_batch_size`)
-    sorted by length then cut."""
+def _batches(lengths, max_batch_size, batch_type):
+    """Row indices, batch by batch, cut as CTranslate2 cuts them: all at
+    once (`max_batch_size` 0); or sorted longest first, then cut so that
+    a batch holds at most `max_batch_size` texts (`"examples"`) or, its
+    padding counted, tokens: its number of texts times its longest
+    text's tokens (`"tokens"`; a longer text is a batch of its own).
+    `lengths`: each text's length (its tokens, for `"tokens"`)."""
+    _check_batching(max_batch_size, batch_type)
+    rows = list(range(len(lengths)))
+    if not max_batch_size:
+        return [rows] if rows else []
+    rows.sort(key=lambda i: -lengths[i])
+    batches, batch = [], []
+    for i in rows:
+        # (Longest first: a batch's first text is its longest.)
+        width = 1 if batch_type == "examples" or not batch else lengths[batch[0]]
+        if batch and (len(batch) + 1) * width > max_batch_size:
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    return batches + [batch] if batch else batches
+
+
+def _first_over(lengths, size):
+    """How many of `lengths` fit in `size` tokens, padding counted (at
+    least one), when the next would not fit; None when all fit."""
+    widest = 0
+    for count, length in enumerate(lengths):
+        widest = max(widest, length)
+        if count and (count + 1) * widest > size:
+            return count
+    return None
+
+
+def _check_batching(max_batch_size, batch_type):
     if batch_type not in BATCH_TYPES:
         raise ValueError(f"`batch_type` must be one of {BATCH_TYPES}. Received: {batch_type!r}")
-    if batch_type == "tokens":
-        raise NotImplementedError("batch_type='tokens' is not offered yet: use 'examples'")
     if (
         isinstance(max_batch_size, bool)
         or not isinstance(max_batch_size, int)
         or max_batch_size < 0
     ):
         raise ValueError(f"`max_batch_size` must be an integer >= 0. Received: {max_batch_size!r}")
-    rows = list(range(len(source)))
-    if not max_batch_size or max_batch_size >= len(rows):
-        return [rows] if rows else []
-    rows.sort(key=lambda i: len(source[i]))
-    return [rows[i : i + max_batch_size] for i in range(0, len(rows), max_batch_size)]
 
 
 def _set_threads(tf, inter_threads, intra_threads):

@@ -175,7 +175,7 @@ def requests(exports):
     scored = [("score_batch", {"source": texts, "target": as_bytes([t[::-1] for t in TEXTS])})]
     return {
         str(exports.translator_v1): translation + warmup + scored + batch,
-        str(exports.translator_v2): translation,
+        str(exports.translator_v2): translation + batch[:2],
         str(exports.rnn_path): translation[:3] + batch[1:2],
         str(exports.classifier_path): [
             ("serving_default", {"text": texts}),

@@ -152,6 +152,13 @@ def length_buckets(limit, shortest=8):
     return [*lengths, limit]
 
 
+def bucket_of(length, buckets):
+    """The first of `buckets` (ascending) >= `length` (a scalar tensor),
+    or the last."""
+    sizes = tf.constant(buckets, tf.int32)
+    return tf.reduce_min(tf.where(sizes >= length, sizes, sizes[-1]))
+
+
 def pad_to_bucket(x, buckets):
     """Pads `x` `[B, T, ...]` with 0 (padding) along T to the first bucket
     length >= T. A compiled program (XLA, `jax.jit`) compiles anew for every
@@ -161,7 +168,5 @@ def pad_to_bucket(x, buckets):
     if x.shape.rank < 2:
         return x
     width = tf.shape(x)[1]
-    sizes = tf.constant(buckets, tf.int32)
-    bucket = tf.reduce_min(tf.where(sizes >= width, sizes, sizes[-1]))
-    padding = tf.where(width > 0, bucket - width, 0)
+    padding = tf.where(width > 0, bucket_of(width, buckets) - width, 0)
     return tf.pad(x, [[0, 0], [0, padding]] + [[0, 0]] * (x.shape.rank - 2))

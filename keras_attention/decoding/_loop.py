@@ -302,7 +302,12 @@ def _is_scalar(value):
 
 def _limits(max_length):
     """`(room, row_limit)`: how many new tokens the buffer holds, and each
-    row's limit, a scalar or (with one `max_length` per row) `[B]`."""
+    row's limit, a scalar or (with one `max_length` per row) `[B]`. A
+    `max_length` that is already such a pair is returned as it is: a
+    compiled caller gives the buffer's width apart from the limits, so
+    that XLA compiles one program per width, not one per set of limits."""
+    if isinstance(max_length, tuple):
+        return max_length
     _check_positive_int("max_length", max_length, ranks=(0, 1))
     if _is_scalar(max_length):
         return max_length, max_length

@@ -70,18 +70,35 @@ class Constraints:
         tokens = ops.cast(tokens, "int32")
 
         penalty = own(self.repetition_penalty, "float32")
-        seen = _mark(tokens, _in_history(tokens, index), vocabulary_size)
-        penalized = ops.where(logits < 0, logits * penalty, logits / penalty)
-        logits = ops.where(seen & (penalty != 1.0), penalized, logits)
 
+        def penalized():
+            seen = _mark(tokens, _in_history(tokens, index), vocabulary_size)
+            lowered = ops.where(logits < 0, logits * penalty, logits / penalty)
+            return ops.where(seen & (penalty != 1.0), lowered, logits)
+
+        logits = _when(penalty != 1.0, penalized, logits)
         banned = (index < own(self.min_length, "int32")) & (vocabulary == self.end_id)
         banned |= own(self.disable_unk, "bool") & (vocabulary == self.unknown_id)
+        never = ops.zeros_like(banned)
         size = own(self.no_repeat_ngram_size, "int32")
-        banned |= _repeated_ngram_ends(tokens, index, size, vocabulary_size)
+        banned |= _when(
+            size > 0, lambda: _repeated_ngram_ends(tokens, index, size, vocabulary_size), never
+        )
         if self.suppress_sequences is not None:
             sequences = ops.take(ops.cast(self.suppress_sequences, "int32"), row_ids, axis=0)
-            banned |= _suppressed(tokens, index, sequences, vocabulary_size)
+            banned |= _when(
+                sequences != 0,
+                lambda: _suppressed(tokens, index, sequences, vocabulary_size),
+                never,
+            )
         return ops.where(banned, NEG_INF, logits)
+
+
+def _when(used, rule, otherwise):
+    """`rule()` if any of `used` (bool, any shape) holds, else `otherwise`:
+    a rule no row uses costs a branch not taken, not its work at every
+    step."""
+    return ops.cond(ops.any(used), rule, lambda: otherwise)
 
 
 def _in_history(tokens, index):

@@ -114,9 +114,16 @@ def search(
     end_id=END_ID,
     unknown_id=UNKNOWN_ID,
     use_cache=True,
+    room=None,
 ):
     """Translates `source_ids` `[B, S]` as CTranslate2's `translate_batch`
     does with the same `options` (a `DecodingOptions`).
+
+    `room`: optional int (or scalar tensor), the width of the answer
+    buffers, at least the largest `max_decoding_length` (None: that
+    largest). Under XLA the width is a shape, compiled into the program:
+    a compiled caller gives one of a few widths, and each row still stops
+    at its own `max_decoding_length`.
 
     Returns:
         `(ids, scores)`: int32 `[B, N, L]`, each sequence's N best answers
@@ -150,10 +157,11 @@ def search(
         ),
     )
 
+    limits = maximum - prefix_length  # the tokens after the prefix, per row
     return _search(
         model,
         source_ids,
-        maximum - prefix_length,  # the tokens after the prefix, per row
+        limits if room is None else (room, limits),
         options.beam_size,
         scoring,
         start_id,

@@ -153,6 +153,9 @@ class TranslationServer(Server):
       `[B]` -> `translation` `[B]`, each row with its own options.
     - `translate_batch` and `score_batch`: CTranslate2's
       (`keras_attention.export.translate_batch`).
+    - `tokenize`: `text` `[B]` -> `tokens` `[B, S]` (the source tokens the
+      model reads, "" for padding) and their number, `length` `[B]` (what
+      a `Translator` cuts batches of tokens by).
 
     With `jit_compile=True` the search with the export's beam size and
     maximum length (every signature's, and `translate_with_options`' rows
@@ -234,6 +237,14 @@ class TranslationServer(Server):
             translation = decode_by_options(text, [beam_size, max_length], translate_group)
             return {"translation": translation}
 
+        @tf.function(input_signature=[TEXTS])
+        def tokenize(text):
+            source_ids = token_ids(source_tokenizer, text, max_length_limit)
+            return {
+                "tokens": token_strings(source_vocabulary, source_ids),
+                "length": tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1),
+            }
+
         super().__init__(
             [source_tokenizer, target_tokenizer],
             {
@@ -241,11 +252,12 @@ class TranslationServer(Server):
                 "translate_with_attention": translate_with_attention,
                 "translate_with_options": translate_with_options,
                 "translate_batch": translate_batch.translate_batch(
-                    model, source_tokenizer, target_tokenizer, max_length_limit
+                    model, source_tokenizer, target_tokenizer, max_length_limit, jit_compile
                 ),
                 "score_batch": translate_batch.score_batch(
                     model, source_tokenizer, target_tokenizer, max_length_limit
                 ),
+                "tokenize": tokenize,
             },
             name="translation_server",
         )

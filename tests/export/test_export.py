@@ -21,7 +21,7 @@ from export_helpers import (
 )
 
 from keras_attention import decoding, export
-from keras_attention.data.tokenizers import START_ID
+from keras_attention.data.tokenizers import START_ID, token_ids
 
 
 def answers(served, path):
@@ -58,6 +58,7 @@ def test_signatures_inputs_and_outputs(exports, served):
         "translate_with_options",
         "translate_batch",
         "score_batch",
+        "tokenize",
     }
     default = signatures["serving_default"]
     assert default["inputs"] == ["text"] and default["outputs"] == ["translation"]
@@ -68,6 +69,8 @@ def test_signatures_inputs_and_outputs(exports, served):
     assert signatures["translate_batch"]["outputs"] == ["hypotheses", "scores", "tokens"]
     assert signatures["score_batch"]["inputs"] == ["source", "target"]
     assert signatures["score_batch"]["outputs"] == ["log_prob", "log_probs", "tokens"]
+    assert signatures["tokenize"]["inputs"] == ["text"]
+    assert signatures["tokenize"]["outputs"] == ["length", "tokens"]
     assert signatures["translate_with_attention"]["outputs"] == [
         "attention",
         "source_tokens",
@@ -153,14 +156,22 @@ def test_translations_equal_in_process_decoding(exports, served):
 def test_the_xla_export_answers_as_the_plain_one(exports, served):
     """Version 2 was exported with `jit_compile=True`: its search with the
     export's options runs under XLA (sources padded to a bucket length),
-    the others as a graph. Every request gets version 1's answer."""
+    the others as a graph, and `translate_batch` runs each group of rows
+    under XLA (sources, prefixes and answer buffers padded to a bucket
+    length). Every request gets version 1's answer: the translations, and
+    `translate_batch` with CTranslate2's defaults and with every option
+    different in each row."""
     plain = answers(served, exports.translator_v1)
     compiled = answers(served, exports.translator_v2)
-    assert len(compiled) == 9 and len(plain) > len(compiled)  # plain also ran the warm-up
-    for got, expected in zip(compiled, plain, strict=False):
+    assert len(compiled) == 11 and len(plain) > len(compiled)  # plain also ran the warm-up
+    plain = plain[:9] + plain[-4:-2]  # its translations, then its first two translate_batch
+    for got, expected in zip(compiled, plain, strict=True):
         assert got.keys() == expected.keys()
         for key in got:
-            np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+            if got[key].dtype.kind == "f":  # (XLA fuses operations: the last bits may differ)
+                np.testing.assert_allclose(got[key], expected[key], rtol=1e-5, err_msg=key)
+            else:
+                np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
     metadata = json.loads((exports.translator_v2 / export.METADATA_FILE).read_text())
     assert metadata["jit_compile"] is True
 
@@ -284,6 +295,17 @@ def test_language_model_completion_equals_in_process(exports, served):
         assert completion == complete_in_process(exports, text)
 
 
+def test_tokenize_gives_the_source_tokens_the_model_reads(exports, served):
+    spec, got = served[0][str(exports.translator_v1)], answers(served, exports.translator_v1)
+    (index,) = [i for i, (name, _) in enumerate(spec) if name == "tokenize"]  # the warm-up's
+    texts = [t.decode() for t in spec[index][1]["text"]]
+    ids = token_ids(exports.tokenizer, tf.constant(texts), MAX_LENGTH).numpy()
+    expected = [[exports.tokenizer.vocabulary[i] for i in row if i] for row in ids]
+    assert [[t.decode() for t in row if t] for row in got[index]["tokens"]] == expected
+    assert list(got[index]["length"]) == [len(row) for row in expected]
+    assert max(map(len, expected)) > 1
+
+
 def test_warmup_requests_parse_and_run(exports, served):
     warmup = export.read_warmup_requests(exports.translator_v1 / export.WARMUP_FILE)
     assert [r.model_spec.signature_name for r in warmup] == [
@@ -292,6 +314,7 @@ def test_warmup_requests_parse_and_run(exports, served):
         "translate_with_options",
         "translate_batch",
         "score_batch",
+        "tokenize",
     ]
     assert all(r.model_spec.name == "reverse" for r in warmup)
     lm_warmup = export.read_warmup_requests(exports.language_model_path / export.WARMUP_FILE)
@@ -306,7 +329,8 @@ def test_warmup_requests_parse_and_run(exports, served):
     replies = answers(served, exports.translator_v1)[9 : 9 + len(warmup)]
     assert len(replies) == len(warmup)
     for request, reply in zip(warmup, replies, strict=True):
-        output = next(o for o in ("hypotheses", "log_prob", "translation") if o in reply)
+        outputs = ("hypotheses", "log_prob", "translation", "length")
+        output = next(o for o in outputs if o in reply)
         text_input = "source" if "source" in request.inputs else "text"  # score_batch's
         assert reply[output].shape[0] == len(request.inputs[text_input].string_val) > 0
 
@@ -371,6 +395,7 @@ def test_metadata_says_what_was_exported(exports):
     assert metadata["signatures"] == [
         "score_batch",
         "serving_default",
+        "tokenize",
         "translate_batch",
         "translate_with_attention",
         "translate_with_options",

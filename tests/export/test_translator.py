@@ -9,7 +9,7 @@ import pytest
 from export_helpers import TEXTS, make_run
 
 from keras_attention import Translator, translate
-from keras_attention.translator import find_export
+from keras_attention.translator import _batches, find_export
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,34 @@ def test_n_best_lists_prefixes_and_batching_keep_each_text_s_answer(translator):
     prefixed = translator.translate_batch(["1234", ""], target_prefix=["9", "5"])
     assert prefixed[0].hypotheses[0].startswith("9")
     assert prefixed[1].hypotheses == ["5"]  # an empty text: its prefix, as CTranslate2
+
+
+def test_batches_are_cut_as_ctranslate2_cuts_them():
+    """Longest first; by tokens, a batch's texts times its longest text's
+    tokens stay within the budget (a longer text alone), as CTranslate2's
+    `rebatch_input` cuts them."""
+    lengths = [5, 1, 3, 8, 2]
+    assert _batches(lengths, 10, "tokens") == [[3], [0, 2], [4, 1]]
+    assert _batches(lengths, 6, "tokens") == [[3], [0], [2, 4], [1]]
+    assert _batches(lengths, 2, "examples") == [[3, 0], [2, 4], [1]]
+    assert _batches(lengths, 0, "tokens") == [[0, 1, 2, 3, 4]]
+    assert _batches([], 4, "tokens") == []
+
+
+def test_batches_of_tokens_keep_each_text_s_answer_and_order(translator, tmp_path):
+    texts = [*TEXTS, "", "271828", "12", *TEXTS]
+    lengths = [len(t) for t in texts]  # the character tokenizer: a token per character
+    assert translator._lengths(texts, 8, "tokens") == lengths
+    alone = [translator.translate_batch([text])[0].hypotheses for text in texts]
+    by_tokens = translator.translate_batch(texts, max_batch_size=8, batch_type="tokens")
+    assert [r.hypotheses for r in by_tokens] == alone
+    streamed = translator.translate_iterable(iter(texts), max_batch_size=8, batch_type="tokens")
+    assert [r.hypotheses for r in streamed] == alone
+    scored = translator.score_batch(texts, texts, max_batch_size=8, batch_type="tokens")
+    for one, other in zip(scored, translator.score_batch(texts, texts), strict=True):
+        np.testing.assert_allclose(one.log_probs, other.log_probs, rtol=1e-5)
+    with pytest.raises(ValueError, match="different lengths"):
+        list(translator.translate_iterable(iter(texts), target_prefix=iter(["1"])))
 
 
 def test_translate_iterable_and_translate_file(translator, tmp_path):
