@@ -1,38 +1,57 @@
-"""Our TF Serving export against CTranslate2 on the same weights: sentences
-per second, text in and text out, greedy and beam 4, at batch 1 and 32.
+"""Our TF Serving export against CTranslate2 on the same weights, through
+CTranslate2's own API on both sides: `translate_batch`, text in and text
+out, one thread each.
 
     python -m benchmarks.serving_speed RUN_DIR     # a finished translate run (a Transformer)
     python -m benchmarks.serving_speed --smoke     # trains a tiny run first: checks it runs
 
-Ours: the run's model exported for each beam size, once as a plain graph
-and once with its search compiled by XLA (`--jit-compile`), each loaded in
-this process as TF Serving loads it and called through `serving_default`.
-CTranslate2: the same weights written by `python -m keras_attention.export
-RUN --format ctranslate2` in float32 and int8, its tokenisation in
-Python beside it (characters, or the run's SentencePiece model), as a
-CTranslate2 user would run it. Both engines get the same threads
-(`--threads`, 1 by default: TensorFlow's intra- and inter-op pools, and
-CTranslate2's `intra_threads`); on a busy 2-core machine two threads'
-timings swing widely. Both decode to
-the run's `--max-length` with a length penalty of alpha 0.6, each its own
-kind (ours Wu et al.'s `((5 + length) / 6) ** alpha`, CTranslate2's
-`length ** alpha`): the same kind of search, not always the same answer.
-The test split's first sources are the inputs; each figure is the
-median of a few passes over them, all four contenders in turn.
+Three measures:
+1. **Throughput**: sentences per second over the test split's first
+   sources, greedy and beam 4, at batch 1 and 32. Ours: the run exported
+   as a plain graph and with `--jit-compile` (each request's search
+   compiled by XLA), each loaded in this process as TF Serving loads it,
+   and called through its `translate_batch` signature with every option
+   given per row, as a service calls it. CTranslate2: the same weights
+   written by `python -m keras_attention.export RUN --format ctranslate2`
+   in float32 and int8, its `translate_batch` with the same options, its
+   tokenisation in Python beside it (the run's SentencePiece models, or
+   characters). Both searches are the same (CTranslate2's options, held
+   equal in tests/export/test_translate_batch.py): the share of identical
+   answers is printed beside the speeds.
+2. **Latency**: one sentence of ten words, greedy, batch 1, called 200
+   times in turns (ours, then CTranslate2's, ...), the median (p50) and
+   the 99th percentile (p99) of each.
+3. **Token batching**: a `Translator` over the XLA export translating a
+   file of the test sources (shuffled) with `translate_file`, batches cut
+   by tokens (`batch_type="tokens"`) against batches of 32 sentences with
+   as many tokens on average.
+
+Both engines get the same threads (`--threads`, 1 by default:
+TensorFlow's intra- and inter-op pools, and CTranslate2's
+`intra_threads`); on a busy 2-core machine two threads' timings swing
+widely. Sources are cut to the run's `--max-length` tokens on both sides.
+Each throughput figure is the median of a few passes, all contenders in
+turn.
 """
 
 import argparse
 import json
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from benchmarks import measure, report
 
-LENGTH_PENALTY = 0.6  # alpha, as our exports' beam search uses
+# A sentence of ten words, as one user sends it.
+SENTENCE = "The file could not be opened because the folder does not exist."
+LATENCY_CALLS = 200
 COLUMNS = [
     ("decoding", "decoding", "s"),
     ("batch_size", "batch", "d"),
@@ -43,36 +62,37 @@ COLUMNS = [
     ("xla_over_float32", "XLA / fp32", ".3f"),
     ("xla_over_int8", "XLA / int8", ".3f"),
     ("ours_over_float32", "graph / fp32", ".3f"),
+    ("same_answers", "same answers as fp32", ".3f"),
+]
+LATENCY_COLUMNS = [
+    ("contender", "contender", "s"),
+    ("p50_ms", "p50 (ms)", ".2f"),
+    ("p99_ms", "p99 (ms)", ".2f"),
+    ("p50_over_ctranslate2", "p50 / CTranslate2 fp32's", ".2f"),
 ]
 
 
-def our_exports(run_dir, folder, beam_sizes):
-    """`{(beam size, jit_compile): serving_default}`: the run's model
-    exported into `folder` with each beam size, without and with XLA."""
+def our_exports(run_dir, folder):
+    """`{jit_compile: export folder}`: the run exported as a plain graph
+    and with its searches compiled by XLA."""
     from keras_attention.export import export_model
     from keras_attention.export.__main__ import load_run
     from keras_attention.run_files import RunFiles
 
     model, config, _, tokenizer = load_run(RunFiles(run_dir).model, Path(run_dir))
     source, target = tokenizer("source"), tokenizer("target")
-    served = {}
-    for beam_size in beam_sizes:
-        for jit_compile in (False, True):
-            name = f"beam_{beam_size}" + ("_xla" if jit_compile else "")
-            version = export_model(
-                model,
-                folder,
-                name,
-                source,
-                target,
-                max_length=config["max_length"],
-                beam_size=beam_size,
-                jit_compile=jit_compile,
-            )
-            served[beam_size, jit_compile] = tf.saved_model.load(str(version)).signatures[
-                "serving_default"
-            ]
-    return served
+    return {
+        jit_compile: export_model(
+            model,
+            folder,
+            "xla" if jit_compile else "graph",
+            source,
+            target,
+            max_length=config["max_length"],
+            jit_compile=jit_compile,
+        )
+        for jit_compile in (False, True)
+    }
 
 
 def ctranslate2_model(run_dir, folder, quantization):
@@ -109,62 +129,155 @@ def use_threads(threads):
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
+def our_translate_batch(export):
+    """`translate(texts, beam_size)` through the export's `translate_batch`
+    signature, every option given per row (CTranslate2's defaults)."""
+    from keras_attention.export import translate_batch
+
+    signature = tf.saved_model.load(str(export)).signatures["translate_batch"]
+
+    def translate(texts, beam_size):
+        size = len(texts)
+        inputs = {"text": tf.constant(texts), "target_prefix": tf.constant([""] * size)}
+        inputs["suppress_sequences"] = tf.constant([[""]] * size)
+        for name, (dtype, default) in translate_batch.OPTIONS.items():
+            value = beam_size if name == "beam_size" else default
+            inputs[name] = tf.constant(np.full([size], value, dtype.as_numpy_dtype))
+        return [h.decode() for h in signature(**inputs)["hypotheses"].numpy()[:, 0]]
+
+    return translate
+
+
+def their_translate_batch(translator, split, join, max_input_length):
+    def translate(texts, beam_size):
+        results = translator.translate_batch(
+            [split(text) for text in texts],
+            beam_size=beam_size,
+            max_input_length=max_input_length,
+        )
+        return [join(result.hypotheses[0]) for result in results]
+
+    return translate
+
+
+def throughput(contenders, sentences, repeats, beam_sizes, batch_sizes):
+    rows = []
+    for beam_size in beam_sizes:
+        for batch_size in batch_sizes:
+            batches = [sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)]
+            answers = {}
+
+            def timed(name, translate, batches=batches, beam_size=beam_size, answers=answers):
+                def run():
+                    answers[name] = [a for b in batches for a in translate(b, beam_size)]
+
+                return run
+
+            functions = {name: timed(name, f) for name, f in contenders.items()}
+            seconds = measure.race(functions, repeats, warmup=1)
+            row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}"}
+            row["batch_size"] = batch_size
+            row |= {name: len(sentences) / s for name, s in seconds.items()}
+            row["xla_over_float32"] = row["ours_xla"] / row["ctranslate2_float32"]
+            row["xla_over_int8"] = row["ours_xla"] / row["ctranslate2_int8"]
+            row["ours_over_float32"] = row["ours"] / row["ctranslate2_float32"]
+            same = zip(answers["ours_xla"], answers["ctranslate2_float32"], strict=True)
+            row["same_answers"] = sum(a == b for a, b in same) / len(sentences)
+            rows.append(row)
+    return rows
+
+
+def latency(contenders, calls=LATENCY_CALLS):
+    """p50 and p99 of one sentence, greedy, batch 1, each contender called
+    in turn."""
+    times = {name: [] for name in contenders}
+    for translate in contenders.values():
+        translate([SENTENCE], 1)  # warm up (XLA compiles this shape)
+    for _ in range(calls):
+        for name, translate in contenders.items():
+            start = time.perf_counter()
+            translate([SENTENCE], 1)
+            times[name].append(time.perf_counter() - start)
+    rows = []
+    for name, values in times.items():
+        values.sort()
+        rows.append(
+            {
+                "contender": name,
+                "p50_ms": 1000 * statistics.median(values),
+                "p99_ms": 1000 * values[round(0.99 * (len(values) - 1))],
+            }
+        )
+    reference = next(r["p50_ms"] for r in rows if r["contender"] == "ctranslate2_float32")
+    for row in rows:
+        row["p50_over_ctranslate2"] = row["p50_ms"] / reference
+    return rows
+
+
+def token_batching(export, sentences, folder, repeats, batch_size=32):
+    """Sentences per second of `Translator.translate_file` over the test
+    sources shuffled, batches cut by sentences and by as many tokens."""
+    from keras_attention import Translator
+
+    translator = Translator(export)
+    shuffled = list(sentences)
+    random.Random(0).shuffle(shuffled)
+    source = Path(folder) / "shuffled.txt"
+    source.write_text("".join(line + "\n" for line in shuffled), encoding="utf-8")
+    lengths = translator._lengths(shuffled, 1, "tokens")
+    tokens = round(batch_size * sum(lengths) / len(lengths))
+    cuts = {"examples": batch_size, "tokens": tokens}
+    seconds = measure.race(
+        {
+            kind: (
+                lambda kind=kind, size=size: translator.translate_file(
+                    source, Path(folder) / f"{kind}.txt", max_batch_size=size, batch_type=kind
+                )
+            )
+            for kind, size in cuts.items()
+        },
+        repeats,
+        warmup=1,
+    )
+    same = (Path(folder) / "examples.txt").read_text() == (Path(folder) / "tokens.txt").read_text()
+    return {
+        "sentences": len(shuffled),
+        "sentences_per_batch": batch_size,
+        "tokens_per_batch": tokens,
+        "examples_per_second": len(shuffled) / seconds["examples"],
+        "tokens_per_second": len(shuffled) / seconds["tokens"],
+        "tokens_over_examples": seconds["examples"] / seconds["tokens"],
+        "same_translations": same,
+    }
+
+
 def run(run_dir, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32), threads=1):
+    """The throughput rows, the latency rows and the token batching's
+    figures, on the run's model."""
     import ctranslate2
     import tensorflow_text  # noqa: F401  (a subword export's SentencePiece ops, as the server links them)
 
     from keras_attention.run_files import RunFiles
 
     config = json.loads(RunFiles(run_dir).config.read_text())
-    max_length = config["max_length"]
     with tempfile.TemporaryDirectory() as folder:
-        served = our_exports(run_dir, Path(folder) / "serving", beam_sizes)
-        translators = {
-            name: ctranslate2.Translator(
-                str(ctranslate2_model(run_dir, Path(folder) / name, quantization)),
-                intra_threads=threads,
-            )
-            for name, quantization in (("float32", None), ("int8", "int8"))
+        exports = our_exports(run_dir, Path(folder) / "serving")
+        split, join = None, None
+        contenders = {
+            "ours": our_translate_batch(exports[False]),
+            "ours_xla": our_translate_batch(exports[True]),
         }
-        split, join = pieces_of(config, Path(folder) / "float32")
-        rows = []
-        for beam_size in beam_sizes:
-            for batch_size in batch_sizes:
-                batches = [
-                    sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)
-                ]
-
-                def ours(signature, batches=batches):
-                    for batch in batches:
-                        signature(text=tf.constant(batch))["translation"].numpy()
-
-                def theirs(translator, batches=batches, beam_size=beam_size):
-                    for batch in batches:
-                        results = translator.translate_batch(
-                            [split(text) for text in batch],
-                            beam_size=beam_size,
-                            length_penalty=LENGTH_PENALTY,
-                            max_decoding_length=max_length,
-                            min_decoding_length=0,
-                        )
-                        [join(result.hypotheses[0]) for result in results]
-
-                contenders = {
-                    "ours": lambda s=served[beam_size, False]: ours(s),
-                    "ours_xla": lambda s=served[beam_size, True]: ours(s),
-                } | {
-                    f"ctranslate2_{name}": (lambda t=translator: theirs(t))
-                    for name, translator in translators.items()
-                }
-                seconds = measure.race(contenders, repeats, warmup=1)
-                row = {"decoding": "greedy" if beam_size == 1 else f"beam {beam_size}"}
-                row["batch_size"] = batch_size
-                row |= {name: len(sentences) / s for name, s in seconds.items()}
-                row["xla_over_float32"] = row["ours_xla"] / row["ctranslate2_float32"]
-                row["xla_over_int8"] = row["ours_xla"] / row["ctranslate2_int8"]
-                row["ours_over_float32"] = row["ours"] / row["ctranslate2_float32"]
-                rows.append(row)
-    return rows
+        for name, quantization in (("float32", None), ("int8", "int8")):
+            model = ctranslate2_model(run_dir, Path(folder) / name, quantization)
+            split, join = pieces_of(config, model) if split is None else (split, join)
+            translator = ctranslate2.Translator(str(model), intra_threads=threads)
+            contenders[f"ctranslate2_{name}"] = their_translate_batch(
+                translator, split, join, config["max_length"]
+            )
+        rows = throughput(contenders, sentences, repeats, beam_sizes, batch_sizes)
+        latency_rows = latency(contenders, calls=LATENCY_CALLS if repeats > 1 else 5)
+        batching = token_batching(exports[True], sentences, folder, repeats)
+    return rows, latency_rows, batching
 
 
 def test_sources(run_dir, count):
@@ -176,12 +289,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", nargs="?", help="a finished translate run")
     parser.add_argument("--smoke", action="store_true", help="a tiny run, a few sentences")
-    parser.add_argument("--sentences", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=256, help="(default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3, help="(default: %(default)s)")
     parser.add_argument(
         "--threads", type=int, default=1, help="threads for each engine (default: %(default)s)"
     )
-    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     use_threads(args.threads)
     if args.smoke == (args.run_dir is not None):
@@ -200,19 +313,33 @@ def main(argv=None):
                 ]
             )
         sentences = test_sources(run_dir, 32 if args.smoke else args.sentences)
-        rows = run(run_dir, sentences, 1 if args.smoke else args.repeats, threads=args.threads)
+        rows, latency_rows, batching = run(
+            run_dir, sentences, 1 if args.smoke else args.repeats, threads=args.threads
+        )
     machine = measure.machine()
     print(report.describe(machine))
     report.print_table(
-        f"sentences per second, text in and out ({len(sentences)} test sources; "
-        f"{args.threads} thread(s) for each engine)",
+        f"sentences per second through translate_batch, text in and out ({len(sentences)} "
+        f"test sources; {args.threads} thread(s) for each engine)",
         rows,
         COLUMNS,
     )
+    report.print_table(
+        f"one sentence, greedy, batch 1: milliseconds per call ({LATENCY_CALLS} calls)",
+        latency_rows,
+        LATENCY_COLUMNS,
+    )
+    print("token batching (Translator.translate_file, the XLA export):", json.dumps(batching))
     if args.json:
-        results = {"machine": machine, "threads": args.threads, "rows": rows}
+        results = {
+            "machine": machine,
+            "threads": args.threads,
+            "rows": rows,
+            "latency": latency_rows,
+            "token_batching": batching,
+        }
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return rows
+    return rows, latency_rows, batching
 
 
 if __name__ == "__main__":

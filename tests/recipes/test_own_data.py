@@ -99,18 +99,29 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_r
 
 def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run):
     """`benchmarks/serving_speed.py` on a run with SentencePiece on both
-    sides: our plain and XLA exports and CTranslate2 in float32 and int8,
-    each its SentencePiece, all timed (nothing about speed is asserted)."""
+    sides: our plain and XLA exports' `translate_batch` and CTranslate2's
+    in float32 and int8, each its SentencePiece, all timed; one sentence's
+    latency; a Translator's batches of tokens and of sentences (nothing
+    about speed is asserted)."""
     from benchmarks import serving_speed
 
     output_dir, _ = quick_start_run
     sentences = serving_speed.test_sources(output_dir, 4)
     assert len(sentences) == 4 and all(sentences)
-    (row,) = serving_speed.run(output_dir, sentences, 1, beam_sizes=(4,), batch_sizes=(2,))
+    rows, latency_rows, batching = serving_speed.run(
+        output_dir, sentences, 1, beam_sizes=(4,), batch_sizes=(2,)
+    )
+    (row,) = rows
     assert (row["decoding"], row["batch_size"]) == ("beam 4", 2)
-    for name in ("ours", "ours_xla", "ctranslate2_float32", "ctranslate2_int8"):
+    contenders = ("ours", "ours_xla", "ctranslate2_float32", "ctranslate2_int8")
+    for name in contenders:
         assert row[name] > 0, name
     assert row["xla_over_float32"] == row["ours_xla"] / row["ctranslate2_float32"]
+    assert 0 <= row["same_answers"] <= 1
+    assert [r["contender"] for r in latency_rows] == list(contenders)
+    assert all(0 < r["p50_ms"] <= r["p99_ms"] for r in latency_rows)
+    assert batching["sentences"] == 4 and batching["tokens_per_batch"] > 32
+    assert batching["examples_per_second"] > 0 and batching["tokens_per_second"] > 0
 
 
 def test_a_subword_run_exports_to_ctranslate2_with_its_sentencepiece_models(quick_start_run):
