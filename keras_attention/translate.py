@@ -7,7 +7,9 @@ RUN_OR_EXPORT is a run folder (its latest export), a TF Serving model folder
 (its highest version) or an export version folder; the export's
 `translate_batch` signature does the work (`keras_attention.Translator`).
 An empty line gets an empty line. A line that is not UTF-8 is an error
-naming it. The output file is written whole or not at all. With
+naming it; lines longer than the model reads (the export's `max_length`
+tokens) are counted in a warning. The output file is written whole or
+not at all. With
 `--num-hypotheses N` above 1, each text gets N lines `ID ||| TEXT |||
 SCORE` (ID counting lines from 0, as OpenNMT's n-best lists).
 """
@@ -39,9 +41,12 @@ def parse_arguments(argv=None):
     parser.add_argument("--max-decoding-length", type=int, default=256)
     parser.add_argument("--disable-unk", action="store_true")
     parser.add_argument(
-        "--max-batch-size", type=int, default=32, help="the most texts per call of the model"
+        "--max-batch-size",
+        type=int,
+        default=32,
+        help="the most texts (or tokens, with --batch-type tokens) per call of the model",
     )
-    parser.add_argument("--batch-type", choices=["examples"], default="examples")
+    parser.add_argument("--batch-type", choices=["examples", "tokens"], default="examples")
     return parser.parse_args(argv)
 
 
@@ -65,8 +70,16 @@ def main(argv=None):
                 f"{len(texts)}: a target prefix is needed for each line"
             )
         translator = Translator(args.model)
+        truncated = translator.count_truncated(texts)
     except (OSError, ValueError) as error:
         raise SystemExit(f"error: {error}") from None
+    if truncated:
+        limit = translator.max_input_length
+        print(
+            f"WARNING: {truncated:,} of {len(texts):,} lines have more than {limit} tokens: "
+            f"the model reads the first {limit} of each (the export's max_length)",
+            file=sys.stderr,
+        )
     import tensorflow as tf
     from tqdm import tqdm
 

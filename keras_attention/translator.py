@@ -116,6 +116,11 @@ class Translator:
                 "version, or not a translator's): export the run again with "
                 "`python -m keras_attention.export RUN`"
             )
+        metadata = self.model_path / "assets.extra" / "keras_attention.json"
+        # The tokens of a text the model reads (the export's `max_length`).
+        self.max_input_length = (
+            json.loads(metadata.read_text()).get("max_length") if metadata.is_file() else None
+        )
         self._loaded = loaded  # (the signature needs its object alive)
         self._signature = loaded.signatures[SIGNATURE]
         self._tf = tf
@@ -279,6 +284,18 @@ class Translator:
             yield from counted()
         if texts:
             yield texts, prefixes
+
+    def count_truncated(self, texts, chunk_size=4096):
+        """How many of `texts` have more source tokens than the model reads
+        (`max_input_length`): those are cut. (0 for an export from before
+        the `tokenize` signature, which cannot count them.)"""
+        if self.max_input_length is None or "tokenize" not in self._loaded.signatures:
+            return 0
+        return sum(
+            length > self.max_input_length
+            for start in range(0, len(texts), chunk_size)
+            for length in self._lengths(texts[start : start + chunk_size], 1, "tokens")
+        )
 
     def _lengths(self, texts, max_batch_size, batch_type):
         """Each text's length, for cutting batches: its source tokens (the

@@ -111,6 +111,12 @@ BATCH_OPTIONS = {
 }
 
 
+# Answers of 40 to 60 tokens, longer than the compiled search's first room
+# (twice the longest source and 16 more: 28 tokens, a buffer of 32), so the
+# XLA export searches them again with the whole room.
+LONG_OPTIONS = {"min_decoding_length": [40] * len(TEXTS), "max_decoding_length": [60] * len(TEXTS)}
+
+
 def batch_inputs(texts, **options):
     """`translate_batch`'s inputs for `texts`: CTranslate2's defaults, or
     per row the values given (one list per option)."""
@@ -172,10 +178,11 @@ def requests(exports):
         ("translate_batch", batch_inputs(TEXTS, num_hypotheses=[1, 1, 3, 1])),  # beam 2: refused
         ("translate_batch", batch_inputs([])),
     ]
+    long_answers = [("translate_batch", batch_inputs(TEXTS, **LONG_OPTIONS))]
     scored = [("score_batch", {"source": texts, "target": as_bytes([t[::-1] for t in TEXTS])})]
     return {
         str(exports.translator_v1): translation + warmup + scored + batch,
-        str(exports.translator_v2): translation + batch[:2],
+        str(exports.translator_v2): translation + batch[:2] + long_answers,
         str(exports.rnn_path): translation[:3] + batch[1:2],
         str(exports.classifier_path): [
             ("serving_default", {"text": texts}),

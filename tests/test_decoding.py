@@ -607,3 +607,28 @@ def test_the_loops_write_slices_as_keras_does(mode):
         native = "TensorStridedSliceUpdate" in kinds
         assert native == (mode == "graph")
         assert ("XlaDynamicUpdateSlice" in kinds) == (mode == "xla")
+
+
+@pytest.mark.parametrize("beam_size, patience", [(1, 1.0), (2, 1.0), (2, 0.0)])
+def test_a_short_room_reports_the_rows_it_cut_and_answers_the_others_as_whole(beam_size, patience):
+    """`search(..., room=R, return_cut=True)`: a row whose limit is within
+    R is answered as with the whole room; a row whose search needed more
+    is reported cut (the export searches it again). The random model ends
+    no answer early, so the row limited to 12 tokens needs more than 4."""
+    model = make_model("transformer")
+    limits = np.array([2, 12, 4], "int32")
+    options = decoding.DecodingOptions(
+        beam_size=beam_size, patience=patience, num_hypotheses=1, max_decoding_length=limits
+    )
+    whole_ids, whole_scores = decoding.search(model, SOURCE, options)
+    ids, scores, cut = decoding.search(model, SOURCE, options, room=4, return_cut=True)
+    assert to_numpy(cut).tolist() == [False, True, False]
+    assert ops.shape(ids)[2] < ops.shape(whole_ids)[2]  # a narrower buffer
+    for row in (0, 2):
+        np.testing.assert_array_equal(
+            to_numpy(ids)[row, :, : limits[row]], to_numpy(whole_ids)[row, :, : limits[row]]
+        )
+        np.testing.assert_allclose(to_numpy(scores)[row], to_numpy(whole_scores)[row], rtol=1e-6)
+    # A room as wide as every limit cuts nothing.
+    *_, cut = decoding.search(model, SOURCE, options, room=12, return_cut=True)
+    assert not np.any(to_numpy(cut))

@@ -38,7 +38,9 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
             the current rows is (for options given per batch item).
 
     Returns:
-        `rows` in the batch's order, each row as its last step left it.
+        `rows` in the batch's order, each row as its last step left it,
+        and `"cut"` bool `[B]`: the rows the loop left unfinished, its
+        last index reached (the buffers were too short for them).
     """
     batch_size = ops.shape(tree.flatten(rows)[0])[0]
 
@@ -72,22 +74,24 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
             ops.arange(size) >= remaining(index, rows),
         )
 
-    def write(final, rows, row_ids, is_copy):
+    def write(final, index, rows, row_ids, is_copy):
         slots = ops.where(is_copy, batch_size, row_ids)[:, None]
+        rows = rows | {"cut": ~done(index, rows)}
         return {key: ops.scatter_update(final[key], slots, rows[key]) for key in rows}
 
     # Each row's final values, plus one row where the copies are written.
-    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in rows.items()}
+    final = rows | {"cut": ops.zeros((batch_size,), "bool")}
+    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in final.items()}
     index, row_ids = 0, ops.arange(batch_size, dtype="int32")
     is_copy = ops.zeros((batch_size,), "bool")
     for next_size in _shrunk_sizes(batch_size):
         index, rows, hypotheses = run_until(next_size, index, rows, hypotheses, row_ids)
-        final = write(final, rows, row_ids, is_copy)
+        final = write(final, index, rows, row_ids, is_copy)
         rows, hypotheses, row_ids, is_copy = keep_unfinished(
             next_size, index, rows, hypotheses, row_ids
         )
     index, rows, hypotheses = run_until(0, index, rows, hypotheses, row_ids)
-    final = write(final, rows, row_ids, is_copy)
+    final = write(final, index, rows, row_ids, is_copy)
     return {key: x[:-1] for key, x in final.items()}
 
 
@@ -173,13 +177,15 @@ def _decode(
     choose,
     scoring=None,
     target_prefix=None,
+    with_cut=False,
 ):
     """The one-best loop: `choose(logits [b, V], position, row_ids [b]) ->
     ids [b]` picks the token at each position (`row_ids`: which batch item
     each row is). With a `scoring` (a `Scoring`) it applies its constraints
     and also returns each sequence's score `[B]`, as beam search does.
     `target_prefix`: optional ids `[B, P]` (0-padded) that an
-    encoder-decoder's answers start with."""
+    encoder-decoder's answers start with. `with_cut`: also return the
+    rows whose buffer was too short (`_loop_while_rows_remain`'s `"cut"`)."""
     room, row_limit = _limits(max_length)
     prompt, is_lm = _prompt(model, inputs, start_id, target_prefix)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
@@ -229,9 +235,12 @@ def _decode(
     rows = _loop_while_rows_remain(done, step, rows, state, last_index=total_length - 1)
     tokens = rows["tokens"]
     if scoring is None:
-        return _strip_start(tokens, is_lm)
-    length = scoring.length(_lengths(tokens), prompt_length)
-    return _strip_start(tokens, is_lm), rows["log_prob"] / scoring.penalty(length)
+        answer = (_strip_start(tokens, is_lm),)
+    else:
+        length = scoring.length(_lengths(tokens), prompt_length)
+        answer = (_strip_start(tokens, is_lm), rows["log_prob"] / scoring.penalty(length))
+    answer += (rows["cut"],) if with_cut else ()
+    return answer if len(answer) > 1 else answer[0]
 
 
 def _most_likely(logits, position, row_ids):

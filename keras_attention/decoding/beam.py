@@ -91,17 +91,20 @@ def _search(
     use_cache,
     target_prefix=None,
     best_only=False,
+    with_cut=False,
 ):
     """Greedy search for a beam of 1, beam search for more: the finished
     hypotheses `[B, N, ...]` and their scores `[B, N]`, best first (N:
     `scoring.num_hypotheses`, or the beam size); with `best_only`, the best
-    `[B, ...]` and its score `[B]`."""
+    `[B, ...]` and its score `[B]`. `with_cut`: also the rows `[B]` whose
+    buffers were too short for their search (`_loop_while_rows_remain`)."""
 
-    def kept(ids, scores):
-        return (ids[:, 0], scores[:, 0]) if best_only else (ids, scores)
+    def kept(ids, scores, cut):
+        answer = (ids[:, 0], scores[:, 0]) if best_only else (ids, scores)
+        return answer + ((cut,) if with_cut else ())
 
     def greedy():
-        ids, scores = _decode(
+        ids, scores, cut = _decode(
             model,
             inputs,
             max_length,
@@ -111,8 +114,9 @@ def _search(
             _most_likely,
             scoring,
             target_prefix,
+            with_cut=True,
         )
-        return kept(ids[:, None], scores[:, None])
+        return kept(ids[:, None], scores[:, None], cut)
 
     def beams():
         return kept(
@@ -307,7 +311,8 @@ def _beam_search(
     returned = K if scoring.num_hypotheses is None else N
     finished_tokens = rows["finished_tokens"][:, :returned]  # [B, N, L], best first
     finished_scores = rows["finished_scores"][:, :returned]
-    return (finished_tokens if is_lm else finished_tokens[:, :, 1:]), finished_scores
+    finished_tokens = finished_tokens if is_lm else finished_tokens[:, :, 1:]
+    return finished_tokens, finished_scores, rows["cut"]
 
 
 def most_hypotheses(beam_size, patience):

@@ -115,6 +115,7 @@ def search(
     unknown_id=UNKNOWN_ID,
     use_cache=True,
     room=None,
+    return_cut=False,
 ):
     """Translates `source_ids` `[B, S]` as CTranslate2's `translate_batch`
     does with the same `options` (a `DecodingOptions`).
@@ -123,7 +124,11 @@ def search(
     buffers, at least the largest `max_decoding_length` (None: that
     largest). Under XLA the width is a shape, compiled into the program:
     a compiled caller gives one of a few widths, and each row still stops
-    at its own `max_decoding_length`.
+    at its own `max_decoding_length`. A `room` below a row's
+    `max_decoding_length` may cut its search short: `return_cut=True`
+    also returns which rows it cut (bool `[B]`), whose answers are then
+    not the search's (search them again with more room). A short room
+    is worth trying first: every step's work grows with the width.
 
     Returns:
         `(ids, scores)`: int32 `[B, N, L]`, each sequence's N best answers
@@ -168,6 +173,7 @@ def search(
         end_id,
         use_cache,
         target_prefix=prefix,
+        with_cut=return_cut,
     )
 
 

@@ -31,8 +31,10 @@ from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import (
     PAD_ID,
     START_ID,
+    padded,
     pair_token_ids,
     prompt_starts,
+    repair_utf8,
     token_ids,
 )
 from keras_attention.export import translate_batch
@@ -153,9 +155,11 @@ class TranslationServer(Server):
       `[B]` -> `translation` `[B]`, each row with its own options.
     - `translate_batch` and `score_batch`: CTranslate2's
       (`keras_attention.export.translate_batch`).
-    - `tokenize`: `text` `[B]` -> `tokens` `[B, S]` (the source tokens the
-      model reads, "" for padding) and their number, `length` `[B]` (what
-      a `Translator` cuts batches of tokens by).
+    - `tokenize`: `text` `[B]` -> `tokens` `[B, S]` (each text's source
+      tokens, "" for padding; the model reads the first `max_length`) and
+      their number, `length` `[B]` (what a `Translator` cuts batches of
+      tokens by, and what `python -m keras_attention.translate` warns of
+      when it is over `max_length`).
 
     With `jit_compile=True` the search with the export's beam size and
     maximum length (every signature's, and `translate_with_options`' rows
@@ -239,7 +243,7 @@ class TranslationServer(Server):
 
         @tf.function(input_signature=[TEXTS])
         def tokenize(text):
-            source_ids = token_ids(source_tokenizer, text, max_length_limit)
+            source_ids = padded(source_tokenizer.tokenize(repair_utf8(text)))  # all of them
             return {
                 "tokens": token_strings(source_vocabulary, source_ids),
                 "length": tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1),

@@ -10,6 +10,7 @@ import tensorflow as tf
 from export_helpers import (
     BATCH_OPTIONS,
     BEAM_SIZE,
+    LONG_OPTIONS,
     MAX_LENGTH,
     MIXED_OPTIONS,
     ODD_TEXTS,
@@ -21,7 +22,7 @@ from export_helpers import (
 )
 
 from keras_attention import decoding, export
-from keras_attention.data.tokenizers import START_ID, token_ids
+from keras_attention.data.tokenizers import START_ID
 
 
 def answers(served, path):
@@ -163,7 +164,8 @@ def test_the_xla_export_answers_as_the_plain_one(exports, served):
     different in each row."""
     plain = answers(served, exports.translator_v1)
     compiled = answers(served, exports.translator_v2)
-    assert len(compiled) == 11 and len(plain) > len(compiled)  # plain also ran the warm-up
+    compiled = compiled[:11]  # (the last: test_the_xla_export_searches_long_answers_again)
+    assert len(plain) > len(compiled)  # plain also ran the warm-up
     plain = plain[:9] + plain[-4:-2]  # its translations, then its first two translate_batch
     for got, expected in zip(compiled, plain, strict=True):
         assert got.keys() == expected.keys()
@@ -174,6 +176,21 @@ def test_the_xla_export_answers_as_the_plain_one(exports, served):
                 np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
     metadata = json.loads((exports.translator_v2 / export.METADATA_FILE).read_text())
     assert metadata["jit_compile"] is True
+
+
+def test_the_xla_export_searches_long_answers_again(exports, served):
+    """Answers of 40 to 60 tokens (`LONG_OPTIONS`): the compiled search's
+    first room (a buffer of 32) cuts them short, so it searches them again
+    with the whole room, and each is `decoding.search`'s."""
+    (answer,) = answers(served, exports.translator_v2)[11:]
+    for row, text in enumerate(TEXTS):
+        options = {name: values[row] for name, values in LONG_OPTIONS.items()}
+        texts, tokens, scores = search_in_process(
+            exports, text, exports.translator, target_prefix="", suppress_sequences=[], **options
+        )
+        assert list(answer["hypotheses"][row]) == texts
+        np.testing.assert_allclose(answer["scores"][row], scores, rtol=1e-5)
+        assert len(tokens[0]) >= 40
 
 
 def test_each_row_gets_its_own_options(exports, served):
@@ -299,11 +316,11 @@ def test_tokenize_gives_the_source_tokens_the_model_reads(exports, served):
     spec, got = served[0][str(exports.translator_v1)], answers(served, exports.translator_v1)
     (index,) = [i for i, (name, _) in enumerate(spec) if name == "tokenize"]  # the warm-up's
     texts = [t.decode() for t in spec[index][1]["text"]]
-    ids = token_ids(exports.tokenizer, tf.constant(texts), MAX_LENGTH).numpy()
-    expected = [[exports.tokenizer.vocabulary[i] for i in row if i] for row in ids]
+    ids = exports.tokenizer.tokenize(tf.constant(texts)).to_list()  # all, not only MAX_LENGTH
+    expected = [[exports.tokenizer.vocabulary[i] for i in row] for row in ids]
     assert [[t.decode() for t in row if t] for row in got[index]["tokens"]] == expected
     assert list(got[index]["length"]) == [len(row) for row in expected]
-    assert max(map(len, expected)) > 1
+    assert max(map(len, expected)) > MAX_LENGTH
 
 
 def test_warmup_requests_parse_and_run(exports, served):

@@ -122,8 +122,8 @@ def test_a_run_folder_finds_its_latest_export(exports, tmp_path):
 
 def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
     source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
-    source.write_text("1234\n\n98765\n", encoding="utf-8")
-    prefixes.write_text("\n\n5\n", encoding="utf-8")
+    source.write_text("1234\n\n98765\n123456789012\n", encoding="utf-8")
+    prefixes.write_text("\n\n5\n\n", encoding="utf-8")
     command = [sys.executable, "-m", "keras_attention.translate", str(exports.translator_v1)]
     result = subprocess.run(
         [
@@ -137,6 +137,7 @@ def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
             "2",
             "--target-prefix-file",
             str(prefixes),
+            *("--batch-type", "tokens", "--max-batch-size", "20"),
         ],
         capture_output=True,
         text=True,
@@ -144,8 +145,10 @@ def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
-    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2"]
+    assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2", "3", "3"]
     assert lines[2].split(" ||| ")[1] == "" and lines[4].split(" ||| ")[1].startswith("5")
+    # (The export reads MAX_LENGTH = 10 tokens, characters here.)
+    assert "WARNING: 1 of 4 lines have more than 10 tokens" in result.stderr
 
 
 def test_the_command_refuses_a_line_that_is_not_utf_8(tmp_path):
