@@ -321,3 +321,33 @@ def compiled_search(model, max_input_length):
         )
 
     return compiled
+
+
+def score_batch(model, source_tokenizer, target_tokenizer, max_input_length):
+    """The `score_batch` signature's `tf.function`."""
+    target_vocabulary = tf.constant(target_tokenizer.vocabulary)
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="source"),
+            tf.TensorSpec([None], tf.string, name="target"),
+        ]
+    )
+    def signature(source, target):
+        tf.debugging.assert_equal(
+            tf.shape(target)[0], tf.shape(source)[0], message="score_batch: one target per source"
+        )
+        source_ids = token_ids(source_tokenizer, source, max_input_length)
+        target_ids = token_ids(target_tokenizer, target, MAX_DECODING_LENGTH - 1)
+        target_ids = tf.where(target_ids == END_ID, PAD_ID, target_ids)
+        labels, log_probs = score_targets(model, source_ids, target_ids)
+        return {
+            "tokens": tf.where(labels == PAD_ID, "", tf.gather(target_vocabulary, labels)),
+            "log_probs": log_probs,
+            "log_prob": tf.reduce_sum(log_probs, axis=1),
+        }
+
+    return signature
+
+
+score_targets = tf.autograph.experimental.do_not_convert(decoding.score_targets)
