@@ -79,7 +79,7 @@ class Constraints:
         logits = _when(penalty != 1.0, penalized, logits)
         banned = (index < own(self.min_length, "int32")) & (vocabulary == self.end_id)
         banned |= own(self.disable_unk, "bool") & (vocabulary == self.unknown_id)
-        never = ops.zeros_like(banned)
+        never = ops.zeros(ops.shape(logits), "bool")
         size = own(self.no_repeat_ngram_size, "int32")
         banned |= _when(
             size > 0, lambda: _repeated_ngram_ends(tokens, index, size, vocabulary_size), never
@@ -127,7 +127,7 @@ def _repeated_ngram_ends(tokens, index, size, vocabulary_size):
     history's last n - 1; its last token, token e, is then banned."""
     length = ops.shape(tokens)[1]
     ends = ops.arange(length)[None, :]  # [1, L]: e
-    repeated = (size > 0) & (ends >= size) & (ends <= index)  # [b, L]
+    repeated = ops.broadcast_to((size > 0) & (ends >= size) & (ends <= index), ops.shape(tokens))
 
     def compare(distance, repeated):
         # Token e - 1 - distance against the history's token index - distance.
