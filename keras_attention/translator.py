@@ -412,15 +412,12 @@ def _batches(lengths, max_batch_size, batch_type):
     if not max_batch_size:
         return [rows] if rows else []
     rows.sort(key=lambda i: -lengths[i])
-    batches, batch = [], []
-    for i in rows:
-        # (Longest first: a batch's first text is its longest.)
-        width = 1 if batch_type == "examples" or not batch else lengths[batch[0]]
-        if batch and (len(batch) + 1) * width > max_batch_size:
-            batches.append(batch)
-            batch = []
-        batch.append(i)
-    return batches + [batch] if batch else batches
+    widths = [1 if batch_type == "examples" else lengths[i] for i in rows]
+    batches = []
+    while (cut := _first_over(widths, max_batch_size)) is not None:
+        batches.append(rows[:cut])
+        rows, widths = rows[cut:], widths[cut:]
+    return batches + [rows] if rows else batches
 
 
 def _first_over(lengths, size):
