@@ -325,3 +325,28 @@ def test_one_section_runs_alone_and_keeps_its_rows(tmp_path, capsys):
     with pytest.raises(SystemExit):
         modern_attention.main(["--smoke", "--parts", "windows"])
     assert "--parts: invalid choice: 'windows'" in capsys.readouterr().err
+
+
+def test_python_m_benchmarks_lists_every_benchmark_and_runs_one_by_name(capsys):
+    """`python -m benchmarks` lists every module of the package that has a
+    `main` (so a new benchmark cannot be left out), and passes a name's
+    flags on to it."""
+    from benchmarks import __main__ as runner
+
+    folder = Path(runner.__file__).parent
+    with_main = {
+        path.stem
+        for path in folder.glob("*.py")
+        if "\ndef main(" in path.read_text()
+        and path.stem not in ("__main__", "on_jax")  # this runner, and a helper of `run`
+    }
+    assert set(runner.BENCHMARKS) == with_main
+    runner.main([])
+    listing = capsys.readouterr().out
+    assert all(f"  {name} " in listing for name in runner.BENCHMARKS)
+    with pytest.raises(SystemExit, match="no benchmark 'nope'; the benchmarks: run, "):
+        runner.main(["nope"])
+    with pytest.raises(SystemExit) as help_exit:
+        runner.main(["serving_speed", "--help"])
+    assert help_exit.value.code == 0
+    assert "usage: " in capsys.readouterr().out

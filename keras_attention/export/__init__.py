@@ -108,6 +108,7 @@ def export_model(
         "beam_size": beam_size,
         "max_beam_size": MAX_BEAM_SIZE,
         "jit_compile": jit_compile,
+        "quantization": quantization_of(model),
         "label_names": None if label_names is None else [str(n) for n in label_names],
         "config": config,
     }
@@ -124,3 +125,9 @@ def export_model(
     names = sorted(child.name for child in Path(base_path).iterdir() if versions(child))
     write_models_config(Path(base_path) / "models.config", {n: f"/models/{n}" for n in names})
     return folder
+
+
+def quantization_of(model):
+    """`"int8"` for a model given `model.quantize("int8")` (some of its
+    weights are int8), None for float weights."""
+    return "int8" if any(weight.dtype == "int8" for weight in model.weights) else None

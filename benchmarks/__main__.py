@@ -1,0 +1,57 @@
+"""Every benchmark from one command.
+
+    python -m benchmarks                            # lists them, one line each
+    python -m benchmarks NAME [FLAGS...]            # runs one, e.g.:
+    python -m benchmarks serving_speed runs/en_fr   # our exports against CTranslate2
+    python -m benchmarks NAME --help                # its flags
+
+`python -m benchmarks.NAME` runs the same. Each writes its figures to its
+JSON file in benchmarks/ and prints its tables; benchmarks/README.md keeps
+the results, as ratios measured side by side in one run.
+"""
+
+import importlib
+import sys
+import textwrap
+
+# The benchmarks, each a module of this package with a `main(argv)`.
+BENCHMARKS = (
+    "run",
+    "serving_speed",
+    "translation_peer",
+    "pretrained",
+    "bert_classifier",
+    "bpe_tokenizer",
+    "modern_attention",
+    "generation",
+    "decoding",
+    "self_attention",
+    "onednn",
+    "report",
+)
+
+
+def summary(name):
+    """The first sentence of the benchmark's docstring."""
+    module = importlib.import_module(f"benchmarks.{name}")
+    paragraph = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+    return paragraph.split(". ")[0].rstrip(".:") + "."
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[0] + " Benchmarks:\n")
+        for name in BENCHMARKS:
+            lines = textwrap.wrap(summary(name), 78 - 21)
+            print(f"  {name:18} " + ("\n" + 21 * " ").join(lines))
+        print("\npython -m benchmarks NAME --help: its flags")
+        return
+    name, *flags = argv
+    if name not in BENCHMARKS:
+        raise SystemExit(f"error: no benchmark {name!r}; the benchmarks: {', '.join(BENCHMARKS)}")
+    importlib.import_module(f"benchmarks.{name}").main(flags)
+
+
+if __name__ == "__main__":
+    main()
