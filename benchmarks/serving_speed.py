@@ -58,12 +58,22 @@ COLUMNS = [
     ("ours", "ours (graph)", ".1f"),
     ("ours_xla", "ours (XLA)", ".1f"),
     ("ctranslate2_float32", "CTranslate2 fp32", ".1f"),
+    ("ours_xla_int8", "ours (XLA int8)", ".1f"),
     ("ctranslate2_int8", "CTranslate2 int8", ".1f"),
     ("xla_over_float32", "XLA / fp32", ".3f"),
-    ("xla_over_int8", "XLA / int8", ".3f"),
+    ("xla_int8_over_int8", "XLA int8 / int8", ".3f"),
     ("ours_over_float32", "graph / fp32", ".3f"),
-    ("same_answers", "same answers as fp32", ".3f"),
+    ("same_answers", "XLA = fp32", ".3f"),
+    ("int8_same_answers", "XLA int8 = XLA", ".3f"),
+    ("their_int8_same_answers", "CT2 int8 = fp32", ".3f"),
 ]
+BLEU_BEAM_SIZE = 4  # the recipe's, for its test BLEU
+BLEU_COLUMNS = [
+    ("contender", "contender", "s"),
+    ("sentences", "sentences", "d"),
+    ("sacrebleu", "sacreBLEU", ".2f"),
+]
+OPUS_MT_DECODING_LENGTH = 32
 LATENCY_COLUMNS = [
     ("contender", "contender", "s"),
     ("p50_ms", "p50 (ms)", ".2f"),
@@ -72,26 +82,25 @@ LATENCY_COLUMNS = [
 ]
 
 
+# Our exports: a plain graph, its searches compiled by XLA, and the same
+# with int8 weights (`--quantization int8`).
+EXPORTS = {
+    "ours": {},
+    "ours_xla": {"jit_compile": True},
+    "ours_xla_int8": {"jit_compile": True, "quantization": "int8"},
+}
+
+
 def our_exports(run_dir, folder):
-    """`{jit_compile: export folder}`: the run exported as a plain graph
-    and with its searches compiled by XLA."""
-    from keras_attention.export import export_model
-    from keras_attention.export.__main__ import load_run
+    """`{name: export folder}` for each of `EXPORTS`, written as
+    `python -m keras_attention.export RUN` writes them."""
+    from keras_attention.export.__main__ import export_run
     from keras_attention.run_files import RunFiles
 
-    model, config, _, tokenizer = load_run(RunFiles(run_dir).model, Path(run_dir))
-    source, target = tokenizer("source"), tokenizer("target")
+    model = RunFiles(run_dir).model
     return {
-        jit_compile: export_model(
-            model,
-            folder,
-            "xla" if jit_compile else "graph",
-            source,
-            target,
-            max_length=config["max_length"],
-            jit_compile=jit_compile,
-        )
-        for jit_compile in (False, True)
+        name: export_run(model, Path(run_dir), folder, name, **settings)
+        for name, settings in EXPORTS.items()
     }
 
 
@@ -129,9 +138,10 @@ def use_threads(threads):
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
-def our_translate_batch(export):
+def our_translate_batch(export, **options):
     """`translate(texts, beam_size)` through the export's `translate_batch`
-    signature, every option given per row (CTranslate2's defaults)."""
+    signature, every option given per row: CTranslate2's defaults, or
+    `options`."""
     from keras_attention.export import translate_batch
 
     signature = tf.saved_model.load(str(export)).signatures["translate_batch"]
@@ -141,19 +151,20 @@ def our_translate_batch(export):
         inputs = {"text": tf.constant(texts), "target_prefix": tf.constant([""] * size)}
         inputs["suppress_sequences"] = tf.constant([[""]] * size)
         for name, (dtype, default) in translate_batch.OPTIONS.items():
-            value = beam_size if name == "beam_size" else default
+            value = beam_size if name == "beam_size" else options.get(name, default)
             inputs[name] = tf.constant(np.full([size], value, dtype.as_numpy_dtype))
         return [h.decode() for h in signature(**inputs)["hypotheses"].numpy()[:, 0]]
 
     return translate
 
 
-def their_translate_batch(translator, split, join, max_input_length):
+def their_translate_batch(translator, split, join, max_input_length, **options):
     def translate(texts, beam_size):
         results = translator.translate_batch(
             [split(text) for text in texts],
             beam_size=beam_size,
             max_input_length=max_input_length,
+            **options,
         )
         return [join(result.hypotheses[0]) for result in results]
 
@@ -179,12 +190,20 @@ def throughput(contenders, sentences, repeats, beam_sizes, batch_sizes):
             row["batch_size"] = batch_size
             row |= {name: len(sentences) / s for name, s in seconds.items()}
             row["xla_over_float32"] = row["ours_xla"] / row["ctranslate2_float32"]
-            row["xla_over_int8"] = row["ours_xla"] / row["ctranslate2_int8"]
+            row["xla_int8_over_int8"] = row["ours_xla_int8"] / row["ctranslate2_int8"]
             row["ours_over_float32"] = row["ours"] / row["ctranslate2_float32"]
-            same = zip(answers["ours_xla"], answers["ctranslate2_float32"], strict=True)
-            row["same_answers"] = sum(a == b for a, b in same) / len(sentences)
+            row["same_answers"] = same_share(answers["ours_xla"], answers["ctranslate2_float32"])
+            row["int8_same_answers"] = same_share(answers["ours_xla_int8"], answers["ours_xla"])
+            row["their_int8_same_answers"] = same_share(
+                answers["ctranslate2_int8"], answers["ctranslate2_float32"]
+            )
             rows.append(row)
     return rows
+
+
+def same_share(answers, reference):
+    """The share of `answers` equal to `reference`'s, row by row."""
+    return sum(a == b for a, b in zip(answers, reference, strict=True)) / len(reference)
 
 
 def latency(contenders, calls=LATENCY_CALLS):
@@ -251,33 +270,111 @@ def token_batching(export, sentences, folder, repeats, batch_size=32):
     }
 
 
-def run(run_dir, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32), threads=1):
-    """The throughput rows, the latency rows and the token batching's
-    figures, on the run's model."""
+def run(
+    run_dir,
+    sentences,
+    repeats,
+    beam_sizes=(1, 4),
+    batch_sizes=(1, 32),
+    threads=1,
+    bleu_sentences=0,
+):
+    """The throughput rows, the latency rows, the token batching's
+    figures and the BLEU rows (over `bleu_sentences` of the test split,
+    None: all of it), on the run's model."""
+    with tempfile.TemporaryDirectory() as folder:
+        contenders, exports = all_contenders(run_dir, folder, threads)
+        rows = throughput(contenders, sentences, repeats, beam_sizes, batch_sizes)
+        latency_rows = latency(contenders, calls=LATENCY_CALLS if repeats > 1 else 5)
+        batching = token_batching(exports["ours_xla"], sentences, folder, repeats)
+        bleu_rows = bleu(contenders, run_dir, bleu_sentences) if bleu_sentences != 0 else []
+    return rows, latency_rows, batching, bleu_rows
+
+
+def opus_mt_throughput(run_dir, sentences, repeats, threads):
+    """The throughput race on a model of OPUS-MT's sizes with random
+    weights: every answer is `OPUS_MT_DECODING_LENGTH` tokens long (random
+    weights rarely end a sentence), the same work on each side."""
+    with tempfile.TemporaryDirectory() as folder:
+        opus_run = opus_mt_sized_run(run_dir, Path(folder) / "run")
+        options = {
+            "max_decoding_length": OPUS_MT_DECODING_LENGTH,
+            "min_decoding_length": OPUS_MT_DECODING_LENGTH,
+        }
+        contenders, _ = all_contenders(opus_run, folder, threads, **options)
+        return throughput(contenders, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32))
+
+
+def all_contenders(run_dir, folder, threads, **options):
+    """`({name: translate(texts, beam_size)}, {name: our export})`: our
+    exports (`EXPORTS`) and CTranslate2's float32 and int8 models of the
+    run, with CTranslate2's defaults or `options`."""
     import ctranslate2
     import tensorflow_text  # noqa: F401  (a subword export's SentencePiece ops, as the server links them)
 
     from keras_attention.run_files import RunFiles
 
     config = json.loads(RunFiles(run_dir).config.read_text())
-    with tempfile.TemporaryDirectory() as folder:
-        exports = our_exports(run_dir, Path(folder) / "serving")
-        split, join = None, None
-        contenders = {
-            "ours": our_translate_batch(exports[False]),
-            "ours_xla": our_translate_batch(exports[True]),
-        }
-        for name, quantization in (("float32", None), ("int8", "int8")):
-            model = ctranslate2_model(run_dir, Path(folder) / name, quantization)
-            split, join = pieces_of(config, model) if split is None else (split, join)
-            translator = ctranslate2.Translator(str(model), intra_threads=threads)
-            contenders[f"ctranslate2_{name}"] = their_translate_batch(
-                translator, split, join, config["max_length"]
-            )
-        rows = throughput(contenders, sentences, repeats, beam_sizes, batch_sizes)
-        latency_rows = latency(contenders, calls=LATENCY_CALLS if repeats > 1 else 5)
-        batching = token_batching(exports[True], sentences, folder, repeats)
-    return rows, latency_rows, batching
+    exports = our_exports(run_dir, Path(folder) / "serving")
+    contenders = {name: our_translate_batch(path, **options) for name, path in exports.items()}
+    split, join = None, None
+    for name, quantization in (("float32", None), ("int8", "int8")):
+        model = ctranslate2_model(run_dir, Path(folder) / name, quantization)
+        split, join = pieces_of(config, model) if split is None else (split, join)
+        translator = ctranslate2.Translator(str(model), intra_threads=threads)
+        contenders[f"ctranslate2_{name}"] = their_translate_batch(
+            translator, split, join, config["max_length"], **options
+        )
+    return contenders, exports
+
+
+def bleu(contenders, run_dir, count=None, batch_size=32):
+    """sacreBLEU of each contender on the first `count` sentences of the
+    run's test split (None: all of it), beam search, batches of
+    `batch_size`."""
+    import sacrebleu
+
+    lines = (Path(run_dir) / "test_translations.tsv").read_text(encoding="utf-8").splitlines()
+    pairs = [line.split("\t") for line in lines[:count]]
+    sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
+    rows = []
+    for name, translate in contenders.items():
+        answers = [
+            answer
+            for i in range(0, len(sources), batch_size)
+            for answer in translate(sources[i : i + batch_size], BLEU_BEAM_SIZE)
+        ]
+        score = sacrebleu.corpus_bleu(answers, [list(references)]).score
+        rows.append({"contender": name, "sentences": len(sources), "sacrebleu": score})
+    return rows
+
+
+def opus_mt_sized_run(run_dir, folder):
+    """A run folder with OPUS-MT's sizes (6 + 6 layers, d_model 512, 8
+    heads, FF 2048: the `base` preset) and random weights, over
+    `run_dir`'s vocabularies and config."""
+    import shutil
+
+    import keras
+
+    from keras_attention.data.tokenizers import load_run_tokenizer
+    from keras_attention.models import build_transformer
+    from keras_attention.run_files import RunFiles
+
+    files, copy = RunFiles(run_dir), RunFiles(folder)
+    Path(folder).mkdir(parents=True)
+    config = json.loads(files.config.read_text())
+    sizes = []
+    for side in ("source", "target"):
+        shutil.copy(files.vocabulary(side, config["tokenizer"]), folder)
+        sizes.append(load_run_tokenizer(files, config, side).vocabulary_size)
+    keras.utils.set_random_seed(0)
+    model = build_transformer(*sizes, preset="base", share_embeddings=sizes[0] == sizes[1])
+    ids = np.ones([1, 4], "int32")
+    model({"source_ids": ids, "target_ids": ids})  # builds every weight
+    model.save(copy.model)
+    copy.config.write_text(json.dumps(config))
+    return Path(folder)
 
 
 def test_sources(run_dir, count):
@@ -293,6 +390,20 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="(default: %(default)s)")
     parser.add_argument(
         "--threads", type=int, default=1, help="threads for each engine (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--opus-mt-sentences",
+        type=int,
+        default=64,
+        help="sentences for the throughput race at OPUS-MT's sizes, random weights "
+        "(default: %(default)s; 0: no such race)",
+    )
+    parser.add_argument(
+        "--bleu-sentences",
+        type=int,
+        default=None,
+        help="test sentences for BLEU of every contender (default: the whole test split; "
+        "0: no BLEU)",
     )
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
@@ -313,9 +424,15 @@ def main(argv=None):
                 ]
             )
         sentences = test_sources(run_dir, 32 if args.smoke else args.sentences)
-        rows, latency_rows, batching = run(
-            run_dir, sentences, 1 if args.smoke else args.repeats, threads=args.threads
+        repeats = 1 if args.smoke else args.repeats
+        rows, latency_rows, batching, bleu_rows = run(
+            run_dir, sentences, repeats, threads=args.threads, bleu_sentences=args.bleu_sentences
         )
+        opus_rows = []
+        if args.opus_mt_sentences:
+            opus_rows = opus_mt_throughput(
+                run_dir, sentences[: args.opus_mt_sentences], repeats, args.threads
+            )
     machine = measure.machine()
     print(report.describe(machine))
     report.print_table(
@@ -330,6 +447,17 @@ def main(argv=None):
         LATENCY_COLUMNS,
     )
     print("token batching (Translator.translate_file, the XLA export):", json.dumps(batching))
+    if bleu_rows:
+        report.print_table(
+            f"sacreBLEU on the test split, beam {BLEU_BEAM_SIZE}", bleu_rows, BLEU_COLUMNS
+        )
+    if opus_rows:
+        report.print_table(
+            f"OPUS-MT's sizes (6 + 6 layers, d_model 512, random weights): sentences per second "
+            f"({args.opus_mt_sentences} sources, {OPUS_MT_DECODING_LENGTH} tokens each)",
+            opus_rows,
+            COLUMNS,
+        )
     if args.json:
         results = {
             "machine": machine,
@@ -337,6 +465,8 @@ def main(argv=None):
             "rows": rows,
             "latency": latency_rows,
             "token_batching": batching,
+            "bleu": bleu_rows,
+            "opus_mt_size": opus_rows,
         }
         Path(args.json).write_text(json.dumps(results, indent=1))
     return rows, latency_rows, batching

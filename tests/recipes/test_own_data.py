@@ -97,31 +97,46 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_r
     assert "max_batch_size { value: 32 }" in (serving / "batching_parameters.txt").read_text()
 
 
-def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run):
+def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     """`benchmarks/serving_speed.py` on a run with SentencePiece on both
     sides: our plain and XLA exports' `translate_batch` and CTranslate2's
     in float32 and int8, each its SentencePiece, all timed; one sentence's
-    latency; a Translator's batches of tokens and of sentences (nothing
-    about speed is asserted)."""
+    latency; a Translator's batches of tokens and of sentences; BLEU of
+    each on the test split's first sentences (nothing about speed is
+    asserted); the run of OPUS-MT's sizes the benchmark races too."""
     from benchmarks import serving_speed
+    from keras_attention.export.__main__ import load_run
+    from keras_attention.run_files import RunFiles
 
     output_dir, _ = quick_start_run
     sentences = serving_speed.test_sources(output_dir, 4)
     assert len(sentences) == 4 and all(sentences)
-    rows, latency_rows, batching = serving_speed.run(
-        output_dir, sentences, 1, beam_sizes=(4,), batch_sizes=(2,)
+    rows, latency_rows, batching, bleu_rows = serving_speed.run(
+        output_dir, sentences, 1, beam_sizes=(4,), batch_sizes=(2,), bleu_sentences=4
     )
     (row,) = rows
     assert (row["decoding"], row["batch_size"]) == ("beam 4", 2)
-    contenders = ("ours", "ours_xla", "ctranslate2_float32", "ctranslate2_int8")
+    contenders = ("ours", "ours_xla", "ours_xla_int8", "ctranslate2_float32", "ctranslate2_int8")
     for name in contenders:
         assert row[name] > 0, name
     assert row["xla_over_float32"] == row["ours_xla"] / row["ctranslate2_float32"]
-    assert 0 <= row["same_answers"] <= 1
+    assert row["xla_int8_over_int8"] == row["ours_xla_int8"] / row["ctranslate2_int8"]
+    for share in ("same_answers", "int8_same_answers", "their_int8_same_answers"):
+        assert 0 <= row[share] <= 1
     assert [r["contender"] for r in latency_rows] == list(contenders)
     assert all(0 < r["p50_ms"] <= r["p99_ms"] for r in latency_rows)
     assert batching["sentences"] == 4 and batching["tokens_per_batch"] > 32
     assert batching["examples_per_second"] > 0 and batching["tokens_per_second"] > 0
+    assert [r["contender"] for r in bleu_rows] == list(contenders)
+    assert all(r["sentences"] == 4 and 0 <= r["sacrebleu"] <= 100 for r in bleu_rows)
+
+    opus_run = serving_speed.opus_mt_sized_run(output_dir, tmp_path / "opus_mt")
+    model, config, _, tokenizer = load_run(RunFiles(opus_run).model, opus_run)
+    sizes = model.get_config()
+    assert [sizes[k] for k in ("num_layers", "model_dim", "num_heads")] == [6, 512, 8]
+    assert sizes["intermediate_dim"] == 2048
+    assert sizes["target_vocabulary_size"] == tokenizer("target").vocabulary_size
+    assert config == json.loads(RunFiles(output_dir).config.read_text())
 
 
 def test_a_subword_run_exports_to_ctranslate2_with_its_sentencepiece_models(quick_start_run):
