@@ -334,9 +334,7 @@ def bleu(contenders, run_dir, count=None, batch_size=32):
     `batch_size`."""
     import sacrebleu
 
-    lines = (Path(run_dir) / "test_translations.tsv").read_text(encoding="utf-8").splitlines()
-    pairs = [line.split("\t") for line in lines[:count]]
-    sources, references = [p[0] for p in pairs], [p[1] for p in pairs]
+    sources, references = map(list, zip(*test_pairs(run_dir, count), strict=True))
     rows = []
     for name, translate in contenders.items():
         answers = [
@@ -377,9 +375,18 @@ def opus_mt_sized_run(run_dir, folder):
     return Path(folder)
 
 
+def test_pairs(run_dir, count=None):
+    """The first `count` (source, reference) pairs of the run's test split
+    (None: all), from its `test_translations.tsv` (after the header)."""
+    from keras_attention.run_files import RunFiles
+
+    lines = RunFiles(run_dir).test_translations.read_text(encoding="utf-8").splitlines()
+    rows = [line.split("\t") for line in lines[1:]][:count]
+    return [(row[0], row[1]) for row in rows]
+
+
 def test_sources(run_dir, count):
-    lines = (Path(run_dir) / "test_translations.tsv").read_text(encoding="utf-8").splitlines()
-    return [line.split("\t")[0] for line in lines[:count]]
+    return [source for source, _ in test_pairs(run_dir, count)]
 
 
 def main(argv=None):
