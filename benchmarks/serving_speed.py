@@ -389,7 +389,60 @@ def test_sources(run_dir, count):
     return [source for source, _ in test_pairs(run_dir, count)]
 
 
+# The benchmark's parts. XLA keeps every program it compiles, and each maps
+# some hundreds of memory regions: one process that compiled them all ran
+# past Linux's limit (`vm.max_map_count`, 65,530) and aborted, so each part
+# runs in a fresh process of its own.
+PARTS = ("speed", "bleu", "opus_mt")
+
+
+def measure_part(part, run_dir, args):
+    """The figures of one part, a dict for the JSON file."""
+    sentences = test_sources(run_dir, args.sentences)
+    if part == "speed":
+        rows, latency_rows, batching, _ = run(
+            run_dir, sentences, args.repeats, threads=args.threads
+        )
+        return {"rows": rows, "latency": latency_rows, "token_batching": batching}
+    if part == "bleu":
+        with tempfile.TemporaryDirectory() as folder:
+            contenders, _ = all_contenders(run_dir, folder, args.threads)
+            return {"bleu": bleu(contenders, run_dir, args.bleu_sentences)}
+    opus_sentences = sentences[: args.opus_mt_sentences]
+    return {"opus_mt_size": opus_mt_throughput(run_dir, opus_sentences, args.repeats, args.threads)}
+
+
+def print_part(results, args):
+    """The tables of whichever parts `results` holds."""
+    if "rows" in results:
+        report.print_table(
+            f"sentences per second through translate_batch, text in and out "
+            f"({args.sentences} test sources; {args.threads} thread(s) for each engine)",
+            results["rows"],
+            COLUMNS,
+        )
+        report.print_table(
+            f"one sentence, greedy, batch 1: milliseconds per call ({LATENCY_CALLS} calls)",
+            results["latency"],
+            LATENCY_COLUMNS,
+        )
+        batching = json.dumps(results["token_batching"])
+        print("token batching (Translator.translate_file, the XLA export):", batching)
+    if "bleu" in results:
+        report.print_table(
+            f"sacreBLEU on the test split, beam {BLEU_BEAM_SIZE}", results["bleu"], BLEU_COLUMNS
+        )
+    if "opus_mt_size" in results:
+        report.print_table(
+            "OPUS-MT's sizes (6 + 6 layers, d_model 512, random weights): sentences per "
+            f"second ({args.opus_mt_sentences} sources, {OPUS_MT_DECODING_LENGTH} tokens each)",
+            results["opus_mt_size"],
+            COLUMNS,
+        )
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", nargs="?", help="a finished translate run")
     parser.add_argument("--smoke", action="store_true", help="a tiny run, a few sentences")
@@ -399,24 +452,36 @@ def main(argv=None):
         "--threads", type=int, default=1, help="threads for each engine (default: %(default)s)"
     )
     parser.add_argument(
+        "--part",
+        choices=PARTS,
+        action="append",
+        help="speed (throughput, latency, token batching), bleu (on the test split), or "
+        "opus_mt (throughput at OPUS-MT's sizes); repeat for several (default: all, each in "
+        "a process of its own)",
+    )
+    parser.add_argument(
         "--opus-mt-sentences",
         type=int,
         default=64,
-        help="sentences for the throughput race at OPUS-MT's sizes, random weights "
-        "(default: %(default)s; 0: no such race)",
+        help="sentences for the race at OPUS-MT's sizes (default: %(default)s)",
     )
     parser.add_argument(
         "--bleu-sentences",
         type=int,
         default=None,
-        help="test sentences for BLEU of every contender (default: the whole test split; "
-        "0: no BLEU)",
+        help="test sentences for BLEU (default: the whole test split)",
     )
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     use_threads(args.threads)
     if args.smoke == (args.run_dir is not None):
         parser.error("give RUN_DIR or --smoke")
+    if args.smoke:
+        args.sentences, args.repeats, args.opus_mt_sentences, args.bleu_sentences = 32, 1, 8, 32
+    parts = args.part or list(PARTS)
+    results = {"machine": measure.machine(), "threads": args.threads}
+    if len(parts) == 1:  # (each part's own process says it)
+        print(report.describe(results["machine"]), flush=True)
     with tempfile.TemporaryDirectory() as folder:
         run_dir = args.run_dir
         if args.smoke:
@@ -430,53 +495,28 @@ def main(argv=None):
                     *("--train-examples", "256", "--test-examples", "32", "--epochs", "1"),
                 ]
             )
-        sentences = test_sources(run_dir, 32 if args.smoke else args.sentences)
-        repeats = 1 if args.smoke else args.repeats
-        rows, latency_rows, batching, bleu_rows = run(
-            run_dir, sentences, repeats, threads=args.threads, bleu_sentences=args.bleu_sentences
-        )
-        opus_rows = []
-        if args.opus_mt_sentences:
-            opus_rows = opus_mt_throughput(
-                run_dir, sentences[: args.opus_mt_sentences], repeats, args.threads
-            )
-    machine = measure.machine()
-    print(report.describe(machine))
-    report.print_table(
-        f"sentences per second through translate_batch, text in and out ({len(sentences)} "
-        f"test sources; {args.threads} thread(s) for each engine)",
-        rows,
-        COLUMNS,
-    )
-    report.print_table(
-        f"one sentence, greedy, batch 1: milliseconds per call ({LATENCY_CALLS} calls)",
-        latency_rows,
-        LATENCY_COLUMNS,
-    )
-    print("token batching (Translator.translate_file, the XLA export):", json.dumps(batching))
-    if bleu_rows:
-        report.print_table(
-            f"sacreBLEU on the test split, beam {BLEU_BEAM_SIZE}", bleu_rows, BLEU_COLUMNS
-        )
-    if opus_rows:
-        report.print_table(
-            f"OPUS-MT's sizes (6 + 6 layers, d_model 512, random weights): sentences per second "
-            f"({args.opus_mt_sentences} sources, {OPUS_MT_DECODING_LENGTH} tokens each)",
-            opus_rows,
-            COLUMNS,
-        )
+        if len(parts) == 1:
+            results |= measure_part(parts[0], run_dir, args)
+            print_part(results, args)
+        else:
+            # The flags again, without the run, --smoke, --part and --json.
+            flags = [
+                *("--sentences", str(args.sentences), "--repeats", str(args.repeats)),
+                *("--threads", str(args.threads)),
+                *("--opus-mt-sentences", str(args.opus_mt_sentences)),
+                *(["--bleu-sentences", str(args.bleu_sentences)] if args.bleu_sentences else []),
+            ]
+            for part in parts:
+                output = Path(folder) / f"{part}.json"
+                command = [sys.executable, "-m", "benchmarks.serving_speed", str(run_dir)]
+                subprocess.run(
+                    [*command, *flags, "--part", part, "--json", str(output)], check=True
+                )
+                part_results = json.loads(output.read_text())
+                results |= {k: v for k, v in part_results.items() if k not in results}
     if args.json:
-        results = {
-            "machine": machine,
-            "threads": args.threads,
-            "rows": rows,
-            "latency": latency_rows,
-            "token_batching": batching,
-            "bleu": bleu_rows,
-            "opus_mt_size": opus_rows,
-        }
         Path(args.json).write_text(json.dumps(results, indent=1))
-    return rows, latency_rows, batching
+    return results
 
 
 if __name__ == "__main__":
