@@ -154,7 +154,7 @@ def test_options_ctranslate2_cannot_hold_are_refused_by_name(option, tmp_path):
 @pytest.mark.parametrize(
     "flags,message",
     [
-        (["--quantization", "int8"], "--quantization needs --format ctranslate2"),
+        (["--quantization", "int4"], "a saved_model must be one of int8; got 'int4'"),
         (["--format", "ctranslate2", "--export-name", "x"], "--export-name is for --format saved_"),
         (["--format", "ctranslate2", "--jit-compile"], "--jit-compile is for --format saved_model"),
         (["--format", "ctranslate2", "--beam-size", "2"], "--beam-size is for --format saved_"),
