@@ -158,6 +158,40 @@ def our_translate_batch(export, **options):
     return translate
 
 
+def served_translate_batch(export, threads):
+    """`translate(texts, beam_size)` as TF Serving runs the export: the TF1
+    loader into a session of its own (`threads` in its pools), the
+    request's tensors fed to the SignatureDef's input names. Python's
+    `loaded.signatures[...]` adds its own cost to each call (converting
+    the inputs, an eager function call) that the model server does not
+    pay."""
+    import tensorflow_text  # noqa: F401  (the SentencePiece ops, as the server links them)
+
+    from keras_attention.export import translate_batch
+
+    graph = tf.Graph()
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+    )
+    session = tf.compat.v1.Session(graph=graph, config=config)
+    with graph.as_default():
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(export))
+    signature = meta_graph.signature_def["translate_batch"]
+    fetch = signature.outputs["hypotheses"].name
+
+    def translate(texts, beam_size):
+        size = len(texts)
+        inputs = {"text": np.array(texts, object), "target_prefix": np.array([""] * size, object)}
+        inputs["suppress_sequences"] = np.array([[""]] * size, object)
+        for name, (dtype, default) in translate_batch.OPTIONS.items():
+            value = beam_size if name == "beam_size" else default
+            inputs[name] = np.full([size], value, dtype.as_numpy_dtype)
+        feeds = {signature.inputs[name].name: value for name, value in inputs.items()}
+        return [h.decode() for h in session.run(fetch, feeds)[:, 0]]
+
+    return translate
+
+
 def their_translate_batch(translator, split, join, max_input_length, **options):
     def translate(texts, beam_size):
         results = translator.translate_batch(
@@ -285,7 +319,8 @@ def run(
     with tempfile.TemporaryDirectory() as folder:
         contenders, exports = all_contenders(run_dir, folder, threads)
         rows = throughput(contenders, sentences, repeats, beam_sizes, batch_sizes)
-        latency_rows = latency(contenders, calls=LATENCY_CALLS if repeats > 1 else 5)
+        served = {"ours_xla_served": served_translate_batch(exports["ours_xla"], threads)}
+        latency_rows = latency(contenders | served, calls=LATENCY_CALLS if repeats > 1 else 5)
         batching = token_batching(exports["ours_xla"], sentences, folder, repeats)
         bleu_rows = bleu(contenders, run_dir, bleu_sentences) if bleu_sentences != 0 else []
     return rows, latency_rows, batching, bleu_rows
