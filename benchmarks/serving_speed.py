@@ -138,21 +138,30 @@ def use_threads(threads):
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
+def request(texts, beam_size, options):
+    """A `translate_batch` request as numpy arrays: `texts`, no target
+    prefix or suppressed sequence, and every option per row, CTranslate2's
+    default unless `options` or `beam_size` give it."""
+    from keras_attention.export import translate_batch
+
+    size = len(texts)
+    inputs = {"text": np.array(texts, object), "target_prefix": np.array([""] * size, object)}
+    inputs["suppress_sequences"] = np.array([[""]] * size, object)
+    for name, (dtype, default) in translate_batch.OPTIONS.items():
+        value = beam_size if name == "beam_size" else options.get(name, default)
+        inputs[name] = np.full([size], value, dtype.as_numpy_dtype)
+    return inputs
+
+
 def our_translate_batch(export, **options):
     """`translate(texts, beam_size)` through the export's `translate_batch`
     signature, every option given per row: CTranslate2's defaults, or
     `options`."""
-    from keras_attention.export import translate_batch
-
     signature = tf.saved_model.load(str(export)).signatures["translate_batch"]
 
     def translate(texts, beam_size):
-        size = len(texts)
-        inputs = {"text": tf.constant(texts), "target_prefix": tf.constant([""] * size)}
-        inputs["suppress_sequences"] = tf.constant([[""]] * size)
-        for name, (dtype, default) in translate_batch.OPTIONS.items():
-            value = beam_size if name == "beam_size" else options.get(name, default)
-            inputs[name] = tf.constant(np.full([size], value, dtype.as_numpy_dtype))
+        inputs = request(texts, beam_size, options)
+        inputs = {name: tf.constant(value) for name, value in inputs.items()}
         return [h.decode() for h in signature(**inputs)["hypotheses"].numpy()[:, 0]]
 
     return translate
@@ -167,8 +176,6 @@ def served_translate_batch(export, threads):
     pay."""
     import tensorflow_text  # noqa: F401  (the SentencePiece ops, as the server links them)
 
-    from keras_attention.export import translate_batch
-
     graph = tf.Graph()
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
@@ -180,12 +187,7 @@ def served_translate_batch(export, threads):
     fetch = signature.outputs["hypotheses"].name
 
     def translate(texts, beam_size):
-        size = len(texts)
-        inputs = {"text": np.array(texts, object), "target_prefix": np.array([""] * size, object)}
-        inputs["suppress_sequences"] = np.array([[""]] * size, object)
-        for name, (dtype, default) in translate_batch.OPTIONS.items():
-            value = beam_size if name == "beam_size" else default
-            inputs[name] = np.full([size], value, dtype.as_numpy_dtype)
+        inputs = request(texts, beam_size, {})
         feeds = {signature.inputs[name].name: value for name, value in inputs.items()}
         return [h.decode() for h in session.run(fetch, feeds)[:, 0]]
 
