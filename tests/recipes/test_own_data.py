@@ -97,6 +97,7 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_r
     assert "max_batch_size { value: 32 }" in (serving / "batching_parameters.txt").read_text()
 
 
+@pytest.mark.large  # three exports, two CTranslate2 models and a benchmark's processes
 def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     """`benchmarks/serving_speed.py` on a run with SentencePiece on both
     sides: our plain and XLA exports' `translate_batch` and CTranslate2's
