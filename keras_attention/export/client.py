@@ -3,7 +3,7 @@
     python -m keras_attention.export.client --model translate "29 novembre 2026"
     python -m keras_attention.export.client --model translate --grpc localhost:8500 \\
         --beam-size 4 "29 novembre 2026"      # asks translate_with_options
-    python -m keras_attention.export.client --model lm --input prompt \\
+    python -m keras_attention.export.client --model lm \\
         --temperature 0.8 --top-p 0.9 --seed 7 "Once"   # asks complete_by_sampling
 
 Both functions take the signature's inputs as a dict of columns, one value
@@ -76,8 +76,47 @@ def _post(host, path, body):
 
 def _output_names(host, path, signature_name, timeout):
     """The signature's output names, from the model's metadata."""
+    return list(_signature_rest(host, path, signature_name, timeout)["outputs"])
+
+
+def _signature_rest(host, path, signature_name, timeout):
+    """The signature's definition (JSON), from the model's metadata."""
     metadata = _http(urllib.request.Request(f"http://{host}{path}/metadata"), host, timeout)
-    return list(metadata["metadata"]["signature_def"]["signature_def"][signature_name]["outputs"])
+    signatures = metadata["metadata"]["signature_def"]["signature_def"]
+    if signature_name not in signatures:
+        raise RuntimeError(f"the model has no signature {signature_name!r}: {sorted(signatures)}")
+    return signatures[signature_name]
+
+
+def input_names(model, signature_name="serving_default", rest=None, grpc=None, version=None):
+    """The signature's input names, from the model's metadata, over REST
+    (`GET /v1/models/MODEL[/versions/V]/metadata`, `rest` its host:port)
+    or gRPC (`PredictionService.GetModelMetadata`, `grpc` its target)."""
+    path = f"/v1/models/{model}" + (f"/versions/{int(version)}" if version is not None else "")
+    if grpc is None:
+        return list(_signature_rest(rest, path, signature_name, timeout=60.0)["inputs"])
+    import grpc as grpc_api
+    from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
+
+    request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    request.model_spec.name = model
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    with grpc_api.insecure_channel(grpc) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            response = stub.GetModelMetadata(request, timeout=60.0)
+        except grpc_api.RpcError as error:
+            raise RuntimeError(
+                f"TF Serving at {grpc} answered {error.code().name}: {error.details()}"
+            ) from None
+    signatures = get_model_metadata_pb2.SignatureDefMap()
+    response.metadata["signature_def"].Unpack(signatures)
+    if signature_name not in signatures.signature_def:
+        raise RuntimeError(
+            f"the model has no signature {signature_name!r}: {sorted(signatures.signature_def)}"
+        )
+    return list(signatures.signature_def[signature_name].inputs)
 
 
 def _http(request, host, timeout):
@@ -172,18 +211,39 @@ def main(argv=None):
         help="signature name (default: serving_default, or with --beam-size or --max-length "
         "the options signature, translate_with_options or complete_with_options)",
     )
-    parser.add_argument("--input", default="text", help="the text input's name (prompt for LMs)")
-    parser.add_argument("--beam-size", type=int, help="beam size (default: the export's)")
-    parser.add_argument("--max-length", type=int, help="most tokens generated")
+    parser.add_argument(
+        "--input",
+        help="the text input's name (default: serving_default's, read from the model's "
+        "metadata: text for translators and classifiers, prompt for language models)",
+    )
+    parser.add_argument(
+        "--beam-size", type=int, help="beam size (default: the export's; with --max-length, needed)"
+    )
+    parser.add_argument(
+        "--max-length", type=int, help="most tokens generated (with --beam-size or --temperature)"
+    )
     sampling = parser.add_argument_group(
         "sampling (a language model's complete_by_sampling signature)"
     )
-    sampling.add_argument("--temperature", type=float, help="> 0 samples; 0 is greedy")
+    sampling.add_argument("--temperature", type=float, help="> 0 samples; <= 0 is greedy")
     sampling.add_argument("--top-k", type=int, default=0, help="0: no limit")
     sampling.add_argument("--top-p", type=float, default=1.0, help="1: no limit")
     sampling.add_argument("--seed", type=int, default=0, help="the same seed, the same text")
     parser.add_argument("--version", type=int, help="model version (default: the latest)")
     args = parser.parse_args(argv)
+    if args.max_length is not None and args.beam_size is None and args.temperature is None:
+        parser.error(
+            "--max-length needs --beam-size (or --temperature): the options signature takes "
+            "both, and the export's own beam size is not in its metadata (it is in "
+            "metadata.json beside the export)"
+        )
+    try:
+        if args.input is None:
+            (args.input,) = input_names(
+                args.model, "serving_default", args.rest, args.grpc, args.version
+            )
+    except (RuntimeError, OSError) as error:
+        raise SystemExit(f"error: {error}") from None
 
     inputs = {args.input: args.texts}
     if args.temperature is not None:
@@ -194,10 +254,10 @@ def main(argv=None):
         inputs["top_p"] = [args.top_p] * n
         inputs["seed"] = [args.seed] * n
         args.signature = args.signature or "complete_by_sampling"
-    elif args.beam_size is not None or args.max_length is not None:
+    elif args.beam_size is not None:
         # The options signature takes both, one value per text; the
         # export's own limits clamp a value that is too large.
-        inputs["beam_size"] = [args.beam_size or 1] * len(args.texts)
+        inputs["beam_size"] = [args.beam_size] * len(args.texts)
         inputs["max_length"] = [args.max_length or 2**31 - 1] * len(args.texts)
         options_signature = OPTIONS_SIGNATURES.get(args.input, "translate_with_options")
         args.signature = args.signature or options_signature

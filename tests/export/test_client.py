@@ -141,3 +141,21 @@ def test_command_line(exports, server, capsys):
     sampling = ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"]
     client.main(["--model", "lm", "--input", "prompt", "--grpc", grpc, *sampling, "1234"])
     assert capsys.readouterr().out == f"completion: {[sampled]}\n"
+    # The text input's name read from the model's metadata, by either API.
+    for api in (["--rest", rest], ["--grpc", grpc]):
+        client.main(["--model", "lm", *api, *sampling, "1234"])
+        assert capsys.readouterr().out == f"completion: {[sampled]}\n"
+    for api in ({"rest": rest}, {"grpc": grpc}):
+        names = client.input_names("reverse", "translate_with_options", **api)
+        assert sorted(names) == ["beam_size", "max_length", "text"]
+        with pytest.raises(RuntimeError, match="no signature 'translate_nothing'"):
+            client.input_names("reverse", "translate_nothing", **api)
+
+
+def test_the_command_line_refuses_a_length_without_a_beam_size(capsys):
+    """`--max-length` alone would leave the beam size to the client to guess
+    (the export's own is not in TF Serving's metadata): refused, before
+    any request."""
+    with pytest.raises(SystemExit):
+        client.main(["--model", "reverse", "--rest", "localhost:1", "--max-length", "4", "1"])
+    assert "--max-length needs --beam-size" in capsys.readouterr().err

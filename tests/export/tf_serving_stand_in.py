@@ -17,7 +17,8 @@ command.
         (the concurrent answers: every request again, from 8 threads at once)
     python tf_serving_stand_in.py serve BASE NAME[,NAME...] REST_PORT GRPC_PORT
         TF Serving's REST (`/v1/models/NAME[/versions/V]:predict`, `/metadata`)
-        and gRPC `PredictionService.Predict` for the versions under BASE/NAME.
+        and gRPC `PredictionService.Predict` and `GetModelMetadata` for the
+        versions under BASE/NAME.
 """
 
 import base64
@@ -163,7 +164,11 @@ def _array(value, dtype):
 
 def serve(base, names, rest_port, grpc_port):
     import grpc
-    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+    from tensorflow_serving.apis import (
+        get_model_metadata_pb2,
+        predict_pb2,
+        prediction_service_pb2_grpc,
+    )
 
     served = {
         model_name: {
@@ -273,6 +278,23 @@ def serve(base, names, rest_port, grpc_port):
             response = predict_pb2.PredictResponse()
             for key, value in outputs.items():
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+            return response
+
+        def GetModelMetadata(self, request, context):
+            spec = request.model_spec
+            try:
+                version, model = find(
+                    spec.name, spec.version.value if spec.HasField("version") else None
+                )
+            except LookupError as error:
+                context.abort(grpc.StatusCode.NOT_FOUND, str(error))
+            signatures = get_model_metadata_pb2.SignatureDefMap()
+            for key, signature in model.signatures.items():
+                signatures.signature_def[key].CopyFrom(signature)
+            response = get_model_metadata_pb2.GetModelMetadataResponse()
+            response.model_spec.name = spec.name
+            response.model_spec.version.value = version
+            response.metadata["signature_def"].Pack(signatures)
             return response
 
     grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
