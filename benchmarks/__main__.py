@@ -27,6 +27,7 @@ BENCHMARKS = (
     "decoding",
     "self_attention",
     "onednn",
+    "unused_options",
     "report",
 )
 

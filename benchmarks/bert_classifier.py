@@ -26,7 +26,6 @@ transformers with a printed line.
 """
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -39,7 +38,6 @@ from benchmarks.pretrained import (
     catalogue_pairs,
     command,
     documentation_lines,
-    git,
     load_export,
     timed,
 )
@@ -222,13 +220,8 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from benchmarks import measure, report
 
-    changed = " (and uncommitted changes)" if git("status", "--porcelain", "-uno") else ""
     results = {
-        "command": " ".join(["python -m benchmarks.bert_classifier", *(argv or sys.argv[1:])]),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": git("rev-parse", "HEAD") + changed,
-        "machine": measure.machine(),
-        "load_average_before": os.getloadavg(),
+        **measure.provenance("bert_classifier", argv),
         "repeats": args.repeats,
     }
     worker = None

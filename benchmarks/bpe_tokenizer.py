@@ -22,10 +22,8 @@ torch is not needed.
 """
 
 import argparse
-import datetime
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -145,17 +143,11 @@ def main(argv=None):
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from benchmarks import measure, report
-    from benchmarks.pretrained import git
 
     lines, texts = corpus(args.smoke)
-    changed = " (and uncommitted changes)" if git("status", "--porcelain", "-uno") else ""
     results = {
-        "command": " ".join(["python -m benchmarks.bpe_tokenizer", *(argv or sys.argv[1:])]),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": git("rev-parse", "HEAD") + changed,
-        "machine": measure.machine(),
+        **measure.provenance("bpe_tokenizer", argv),
         "tokenizers": tokenizers.__version__,
-        "load_average_before": os.getloadavg(),
         "repeats": args.repeats,
         "mean_characters_per_text": sum(map(len, texts)) / len(texts),
     }

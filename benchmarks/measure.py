@@ -1,9 +1,12 @@
 """How the benchmarks measure: median wall time, peak memory, matmul peak."""
 
+import datetime
 import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +27,30 @@ def machine(cpuinfo="/proc/cpuinfo"):
         "avx_flags": avx,
         "cpus": os.cpu_count(),
         "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(TensorFlow's default)"),
+    }
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def git(*arguments):
+    """git's output in this repository ("" outside a clone)."""
+    result = subprocess.run(["git", *arguments], cwd=REPOSITORY, capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+def provenance(name, argv=None):
+    """What a result file says first: the command (`python -m
+    benchmarks.NAME` and its flags), the date, the commit (and whether
+    tracked files had changed), the machine and its load average."""
+    changed = " (and uncommitted changes)" if git("status", "--porcelain", "-uno") else ""
+    flags = sys.argv[1:] if argv is None else argv
+    return {
+        "command": " ".join([f"python -m benchmarks.{name}", *flags]),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": git("rev-parse", "HEAD") + changed,
+        "machine": machine(),
+        "load_average_before": os.getloadavg(),
     }
 
 

@@ -51,7 +51,6 @@ faster.
 """
 
 import argparse
-import datetime
 import gettext
 import hashlib
 import importlib
@@ -570,11 +569,6 @@ MARIAN_COLUMNS = [
 PARTS = {"llama": (llama_part, LLAMA_COLUMNS), "marian": (marian_part, MARIAN_COLUMNS)}
 
 
-def git(*arguments):
-    result = subprocess.run(["git", *arguments], cwd=REPOSITORY, capture_output=True, text=True)
-    return result.stdout.strip()
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", choices=list(PARTS), default=list(PARTS))
@@ -598,13 +592,8 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from benchmarks import measure, report
 
-    changed = " (and uncommitted changes)" if git("status", "--porcelain", "-uno") else ""
     results = {
-        "command": " ".join(["python -m benchmarks.pretrained", *(argv or sys.argv[1:])]),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": git("rev-parse", "HEAD") + changed,
-        "machine": measure.machine(),
-        "load_average_before": os.getloadavg(),
+        **measure.provenance("pretrained", argv),
         "repeats": args.repeats,
     }
     worker = None

@@ -350,3 +350,30 @@ def test_python_m_benchmarks_lists_every_benchmark_and_runs_one_by_name(capsys):
         runner.main(["serving_speed", "--help"])
     assert help_exit.value.code == 0
     assert "usage: " in capsys.readouterr().out
+
+
+# Trains a tiny run and exports it twice (a few minutes): `pytest -m large`.
+@pytest.mark.large
+def test_the_unused_options_benchmark_races_the_baselines_export(tmp_path):
+    """`benchmarks.unused_options --smoke`: the run exported by the code from
+    before `translate_batch` (installed apart from this repository's
+    history) and by today's, both answering alike (checked by the
+    benchmark), every signature and batch size timed."""
+    output = tmp_path / "unused_options.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.unused_options", "--smoke", "--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    results = json.loads(output.read_text())
+    assert results["command"] == f"python -m benchmarks.unused_options --smoke --json {output}"
+    assert results["commit"] and results["baseline"]
+    rows = [(row["signature"], row["batch_size"]) for row in results["rows"]]
+    assert rows == [
+        (signature, size)
+        for size in (1, 32)
+        for signature in ("serving_default", "translate_with_options")
+    ]
+    assert all(row["baseline"] > 0 and row["today"] > 0 for row in results["rows"])

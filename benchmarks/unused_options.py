@@ -1,0 +1,181 @@
+"""What CTranslate2's signatures cost the signatures that were there before
+them: `serving_default` and `translate_with_options` of today's export
+against the same run exported by the code from before `translate_batch`
+and `score_batch`, side by side, one thread.
+
+    python -m benchmarks.unused_options RUN_DIR [--baseline REV]
+    python -m benchmarks.unused_options --smoke      # trains a tiny run first
+
+The baseline's package comes from this repository's history (`git archive
+REV`), installed apart without its dependencies (`pip install --no-deps
+--target`), and its own export command exports the same run folder. Both
+exports are loaded into this process, and each signature is called on the
+test split's first sources, batches of 1 and of 32, the two exports in
+turns call by call. Every answer must be the same from both. The ratio is
+the baseline's median time over today's: above 1, today's is faster; the
+goal is at least 0.95 (no more than 5% slower).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the exports tokenize with its ops)
+
+from benchmarks import measure, report
+from benchmarks.serving_speed import test_sources, use_threads
+
+# The last commit before `translate_batch` and `score_batch` landed.
+BASELINE = "1bf0a47"
+SIGNATURES = ("serving_default", "translate_with_options")
+BATCH_SIZES = (1, 32)
+COLUMNS = [
+    ("signature", "signature", ""),
+    ("batch_size", "batch", ""),
+    ("baseline", "baseline, s", ".4f"),
+    ("today", "today, s", ".4f"),
+    ("ratio", "baseline / today", ".3f"),
+]
+
+
+def baseline_package(revision, folder):
+    """The package at `revision`, installed into `folder` without its
+    dependencies (they are this environment's); returns `folder`."""
+    source = Path(folder) / "source"
+    source.mkdir(parents=True)
+    command = ["git", "-C", str(measure.REPOSITORY), "archive", revision]
+    archive = subprocess.run(command, capture_output=True, check=False)
+    if archive.returncode:
+        raise SystemExit(
+            f"error: --baseline {revision!r}: git archive failed "
+            f"({archive.stderr.decode().strip()}); a clone with its history is needed"
+        )
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    site = Path(folder) / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(site), str(source)],
+        check=True,
+    )
+    return site
+
+
+def export(run_dir, folder, package=None):
+    """`python -m keras_attention.export RUN_DIR` into `folder`, by today's
+    package or the one installed in `package`; returns the version folder."""
+    environment = None if package is None else {**os.environ, "PYTHONPATH": str(package)}
+    subprocess.run(
+        [sys.executable, "-m", "keras_attention.export", str(run_dir), "--export-dir", str(folder)],
+        check=True,
+        capture_output=True,
+        env=environment,
+    )
+    (version,) = Path(folder).glob("*/1")
+    return version
+
+
+def calls(export_path, texts, beam_size, max_length):
+    """Each signature of `SIGNATURES` called on `texts`, as a function
+    returning its answers."""
+    signatures = tf.saved_model.load(str(export_path)).signatures
+    size = len(texts)
+    inputs = {
+        "serving_default": {"text": tf.constant(texts)},
+        "translate_with_options": {
+            "text": tf.constant(texts),
+            "beam_size": tf.fill([size], beam_size),
+            "max_length": tf.fill([size], max_length),
+        },
+    }
+    return {
+        name: (lambda name=name: signatures[name](**inputs[name])["translation"].numpy())
+        for name in SIGNATURES
+    }
+
+
+def run(run_dir, sentences, repeats, baseline=BASELINE):
+    """Rows of (signature, batch size, both medians, their ratio)."""
+    config = json.loads((Path(run_dir) / "config.json").read_text())
+    beam_size = int(config.get("beam_size") or 1)
+    max_length = int(config["max_length"])
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        package = baseline_package(baseline, Path(folder) / "baseline_package")
+        exports = {
+            "baseline": export(run_dir, Path(folder) / "baseline", package),
+            "today": export(run_dir, Path(folder) / "today"),
+        }
+        for batch_size in BATCH_SIZES:
+            texts = sentences[:batch_size]
+            contenders = {
+                name: calls(path, texts, beam_size, max_length) for name, path in exports.items()
+            }
+            for signature in SIGNATURES:
+                answers = {name: contenders[name][signature]() for name in exports}
+                if not np.array_equal(answers["baseline"], answers["today"]):
+                    raise AssertionError(f"{signature}: the two exports answer differently")
+                times = measure.race(
+                    {name: contenders[name][signature] for name in exports}, repeats
+                )
+                rows.append(
+                    {
+                        "signature": signature,
+                        "batch_size": batch_size,
+                        **times,
+                        "ratio": times["baseline"] / times["today"],
+                    }
+                )
+    return rows
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", nargs="?", help="a finished translate run")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run, few calls")
+    parser.add_argument(
+        "--baseline", default=BASELINE, help="a git revision (default: %(default)s)"
+    )
+    parser.add_argument("--sentences", type=int, default=32, help="(default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=20, help="(default: %(default)s)")
+    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    if args.smoke == (args.run_dir is not None):
+        parser.error("give RUN_DIR or --smoke")
+    use_threads(1)
+    results = {**measure.provenance("unused_options", argv), "baseline": args.baseline}
+    print(report.describe(results["machine"]), flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = args.run_dir
+        if args.smoke:
+            from keras_attention.recipes import translate
+
+            args.repeats = 2
+            run_dir = Path(folder) / "run"
+            translate.main(
+                [
+                    *("--data-dir", str(Path(folder) / "tfds")),
+                    *("--output-dir", str(run_dir), "--no-export"),
+                    *("--train-examples", "256", "--test-examples", "32", "--epochs", "1"),
+                ]
+            )
+        sentences = test_sources(run_dir, args.sentences)
+        results["rows"] = run(run_dir, sentences, args.repeats, args.baseline)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    report.print_table(
+        f"seconds a call, baseline {args.baseline} against today (one thread)",
+        results["rows"],
+        COLUMNS,
+    )
+    return results
+
+
+if __name__ == "__main__":
+    main()
