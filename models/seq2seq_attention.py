@@ -13,8 +13,7 @@ also fed to the next step's RNN input.
 import keras
 from keras import ops
 
-from keras_attention.layers import BahdanauAttention, LuongAttention
-from keras_attention.layers._dropout import Dropout
+from keras_attention.layers import BahdanauAttention, Dropout, LuongAttention
 from keras_attention.models.zoo_model import (
     ZooModel,
     padding_mask,

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attention.layers._dropout import Dropout
+from keras_attention.layers import Dropout
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
     TransformerEncoder,

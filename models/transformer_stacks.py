@@ -13,8 +13,8 @@ from keras_attention.layers import (
     PositionEmbedding,
     TransformerBlock,
     TransformerDecoderBlock,
+    normalization_layer,
 )
-from keras_attention.layers._transformer import normalization_layer
 from keras_attention.models.zoo_model import padding_mask
 from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
 

@@ -1,6 +1,8 @@
 """Attention layers, each in its own file, named after the class."""
 
+from keras_attention.layers._transformer import normalization_layer
 from keras_attention.layers.bahdanau_attention import BahdanauAttention
+from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.luong_attention import LuongAttention
 from keras_attention.layers.multi_head_cross_attention import MultiHeadCrossAttention
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -12,6 +14,7 @@ from keras_attention.layers.transformer_decoder_block import TransformerDecoderB
 
 __all__ = [
     "BahdanauAttention",
+    "Dropout",
     "LuongAttention",
     "MultiHeadCrossAttention",
     "MultiHeadSelfAttention",
@@ -20,4 +23,5 @@ __all__ = [
     "RotaryEmbedding",
     "TransformerBlock",
     "TransformerDecoderBlock",
+    "normalization_layer",
 ]

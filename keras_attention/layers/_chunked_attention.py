@@ -33,7 +33,7 @@ import numpy as np
 from keras import ops
 
 from keras_attention.layers._attention import alibi_bias
-from keras_attention.layers._dropout import hashed_bits, keep_mask
+from keras_attention.layers.dropout import hashed_bits, keep_mask
 from keras_attention.utils import NEG_INF
 
 

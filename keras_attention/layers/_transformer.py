@@ -6,8 +6,8 @@ Private to the package.
 
 import keras
 
-from keras_attention.layers._dropout import Dropout
 from keras_attention.layers._multi_head import check_attention_options
+from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.multi_head_self_attention import check_positions
 from keras_attention.utils import (
     Layer,

@@ -1,6 +1,6 @@
 """The package's dropout: Keras's distribution, decisions hashed from the
 element positions under XLA and on JAX, Keras's own kernel on TensorFlow
-without XLA (`keras_attention.layers._dropout`), on the active backend."""
+without XLA (`keras_attention.layers.dropout`), on the active backend."""
 
 import keras
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 from helpers import compiled, layer_gradients, run_layer_test, to_numpy
 
 from keras_attention.layers import MultiHeadSelfAttention
-from keras_attention.layers._dropout import Dropout, hashed_bits
+from keras_attention.layers.dropout import Dropout, hashed_bits
 
 TENSORFLOW = keras.backend.backend() == "tensorflow"
 

@@ -1,6 +1,8 @@
 """Dropout whose keep/drop decisions are a hash of each element's position.
 
-Private to the package: every dropout of its layers and models is this one.
+Every dropout of the package's layers and models is this one; a model of
+your own that mixes its blocks with other layers can use it too
+(`keras_attention.layers.Dropout`).
 
 `keras.layers.Dropout` draws a fresh random number per element from the
 backend's generator (Philox on TensorFlow, threefry on JAX). Under a
