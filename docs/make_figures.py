@@ -15,6 +15,7 @@ or Chrome binary), driven by Playwright.
 
 import argparse
 import math
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -29,10 +30,14 @@ import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention import visualize
 from keras_attention.data.tokenizers import START_ID, CharacterTokenizer
 from keras_attention.explore import Explorer
-from keras_attention.explore.__main__ import launch_chromium, make_server
+from keras_attention.explore.__main__ import make_server
 from keras_attention.layers import PositionalEncoding
 from keras_attention.layers._attention import masked_softmax
 from keras_attention.recipes import translate
+
+# The tests' Chromium launcher (tests/explore_helpers.py) draws the explorer's pictures too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from explore_helpers import launch_chromium  # noqa: E402
 
 FIGURES = (
     "seq2seq_attention.png",

@@ -4,6 +4,8 @@ vocabulary, and the config fields the explorer reads."""
 
 import dataclasses
 import json
+import os
+import shutil
 
 import keras
 
@@ -51,3 +53,22 @@ def make_run(folder, kind, max_length=24, beam_size=3):
     model.save(files.model)
     files.config.write_text(json.dumps(dataclasses.asdict(config)))
     return files.folder
+
+
+CHROMIUM = "KERAS_ATTENTION_CHROMIUM"  # a Chromium or Chrome binary, if not Debian's
+
+
+def launch_chromium(playwright, purpose):
+    """Chromium, headless, from `playwright` (Playwright's sync API): the
+    binary `KERAS_ATTENTION_CHROMIUM` names, or Debian's `chromium`. What
+    runs the explorer's browser tests, and draws its pictures in docs/
+    (docs/make_figures.py).
+    Raises RuntimeError, saying what to install, when there is none;
+    `purpose` says what needs it ("The explorer's browser tests")."""
+    path = os.environ.get(CHROMIUM) or shutil.which("chromium")
+    if not path:
+        raise RuntimeError(
+            f"{purpose} need Chromium: apt-get install chromium, "
+            f"or set {CHROMIUM} to a Chromium or Chrome binary"
+        )
+    return playwright.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])

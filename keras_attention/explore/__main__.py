@@ -11,32 +11,12 @@ build step, nothing to install beyond this package.
 import argparse
 import ipaddress
 import json
-import os
-import shutil
 import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MAX_REQUEST_BYTES = 1 << 20
-
-
-CHROMIUM = "KERAS_ATTENTION_CHROMIUM"  # a Chromium or Chrome binary, if not Debian's
-
-
-def launch_chromium(playwright, purpose):
-    """Chromium, headless, from `playwright` (Playwright's sync API): the
-    binary `KERAS_ATTENTION_CHROMIUM` names, or Debian's `chromium`. What
-    draws the explorer's pictures in docs/ and runs its browser tests.
-    Raises RuntimeError, saying what to install, when there is none;
-    `purpose` says what needs it ("The explorer's browser tests")."""
-    path = os.environ.get(CHROMIUM) or shutil.which("chromium")
-    if not path:
-        raise RuntimeError(
-            f"{purpose} need Chromium: apt-get install chromium, "
-            f"or set {CHROMIUM} to a Chromium or Chrome binary"
-        )
-    return playwright.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
 
 
 def render_page(info, answer=None):

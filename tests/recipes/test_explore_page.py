@@ -26,9 +26,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def browser():
+    from explore_helpers import launch_chromium
     from playwright.sync_api import sync_playwright
-
-    from keras_attention.explore.__main__ import launch_chromium
 
     with sync_playwright() as playwright:
         try:
