@@ -82,9 +82,9 @@ class Layer(keras.layers.Layer):
     """
 
     def compute_output_spec(self, *args, **kwargs):
-        # Skip `keras.layers.Layer`'s version, which would build the spec from
-        # `compute_output_shape` alone, and trace `call` (`keras.Operation`).
-        return super(keras.layers.Layer, self).compute_output_spec(*args, **kwargs)
+        # `keras.Operation`'s: trace `call`. (`keras.layers.Layer`'s would
+        # build the spec from `compute_output_shape` alone.)
+        return keras.Operation.compute_output_spec(self, *args, **kwargs)
 
     def get_config(self):
         return versioned(super().get_config())
@@ -126,15 +126,10 @@ def tensorflow_kernels_are_faster():
     JAX, the other way is the faster."""
     if keras.backend.backend() != "tensorflow":
         return False
-    import tensorflow as tf
 
-    if tf.executing_eagerly():
-        return True
-    try:  # TensorFlow's own test of an XLA context (not a public API)
-        from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
-    except ImportError:  # a TensorFlow without it: its own kernels, which XLA compiles too
-        return True
-    return not GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+    from keras_attention import compat
+
+    return not compat.in_xla_context()
 
 
 def slice_update(inputs, start_indices, updates):

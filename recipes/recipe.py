@@ -48,11 +48,10 @@ def set_op_determinism(enabled):
     if enabled:
         tf.config.experimental.enable_op_determinism()
         return
-    # TensorFlow has no public switch back (2.21).
-    from tensorflow.python.framework import config as tf_config
+    from keras_attention import compat
 
-    if tf_config.is_op_determinism_enabled():
-        tf_config.disable_op_determinism()
+    if compat.is_op_determinism_enabled():  # no public switch back (keras_attention.compat)
+        compat.disable_op_determinism()
 
 
 def start_run(config):

@@ -141,10 +141,10 @@ class TensorFlowStrategy(RunStrategy):
     def _make(name):
         if name == "default":
             return tf.distribute.get_strategy()
-        from keras_attention.recipes import multi_worker
+        from keras_attention import compat
 
         # model.fit under any distributing strategy needs this fix in Keras 3.
-        multi_worker.patch_symbolic_build()
+        compat.patch_symbolic_build()
         if name == "mirrored":
             return tf.distribute.MirroredStrategy()
         if name == "tpu":
@@ -153,7 +153,7 @@ class TensorFlowStrategy(RunStrategy):
             tf.tpu.experimental.initialize_tpu_system(resolver)
             return tf.distribute.TPUStrategy(resolver)
         # Needs TF_CONFIG (the cluster and this worker's index) in the environment.
-        multi_worker.patch()  # and this strategy a second one
+        compat.patch()  # and this strategy a second one
         return tf.distribute.MultiWorkerMirroredStrategy()
 
     def files_folder(self, output_dir):

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 import tensorflow_datasets as tfds
 from recipe_helpers import tiny_flags
-from tensorflow.python.framework import config as tf_config
 
 import keras_attention.data.multilingual_dates  # noqa: F401
+from keras_attention import compat
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,7 @@ def deterministic_ops_as_they_were():
     sets them as its own flags say, but a model compiled or loaded outside a
     run would find them on, and Keras would drop its jit_compile with a
     warning): each test leaves them as it found them."""
-    was_on = tf_config.is_op_determinism_enabled()
+    was_on = compat.is_op_determinism_enabled()
     yield
-    if tf_config.is_op_determinism_enabled() and not was_on:
-        tf_config.disable_op_determinism()
+    if compat.is_op_determinism_enabled() and not was_on:
+        compat.disable_op_determinism()

@@ -4,7 +4,7 @@
 
 INDEX -1 trains in one process with the default strategy; otherwise this is
 worker INDEX of a cluster on 127.0.0.1:PORTS (comma separated). PATCH 1
-applies `keras_attention.recipes.multi_worker.patch()`. Writes the losses and
+applies `keras_attention.compat.patch()`. Writes the losses and
 the final weights to OUTPUT (.npz).
 """
 
@@ -22,9 +22,9 @@ if index >= 0:
         {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
     )
     if patch:
-        from keras_attention.recipes import multi_worker
+        from keras_attention import compat
 
-        multi_worker.patch()
+        compat.patch()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
 else:
     strategy = tf.distribute.get_strategy()

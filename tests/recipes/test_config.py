@@ -57,12 +57,12 @@ def test_a_run_sets_deterministic_ops_either_way():
     """The setting is global to the process: a run without --deterministic
     after one with it must not stay deterministic (Keras would then drop
     --jit-compile without a word)."""
-    from tensorflow.python.framework import config as tf_config
+    from keras_attention import compat
 
     recipe.set_op_determinism(True)
-    assert tf_config.is_op_determinism_enabled()
+    assert compat.is_op_determinism_enabled()
     recipe.set_op_determinism(False)
-    assert not tf_config.is_op_determinism_enabled()
+    assert not compat.is_op_determinism_enabled()
 
 
 def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):

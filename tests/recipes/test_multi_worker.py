@@ -12,7 +12,7 @@ import pytest
 from recipe_helpers import CLUSTERS, free_ports
 
 import keras_attention  # noqa: F401  (registers the models for loading)
-from keras_attention.recipes import multi_worker
+from keras_attention import compat
 
 # Clusters of local worker processes: `pytest -m large`.
 pytestmark = [pytest.mark.large, pytest.mark.xdist_group(CLUSTERS)]
@@ -71,7 +71,7 @@ def test_model_fit_matches_a_single_process_with_the_patch(tmp_path):
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.skipif(not multi_worker.is_affected(), reason="only this Keras needs the patch")
+@pytest.mark.skipif(not compat.is_affected(), reason="only this Keras needs the patch")
 def test_without_the_patch_keras_fit_fails(tmp_path):
     """Shows why the patch exists; if this starts passing, Keras has been fixed
     and AFFECTED_VERSIONS should end before this version."""

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attention.recipes import multi_worker
+from keras_attention import compat
 from keras_attention.recipes.strategy import fill_and_share
 
 
@@ -58,8 +58,9 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 if sys.argv[1] == "1":
-    from keras_attention.recipes import multi_worker
-    assert multi_worker.patch_symbolic_build()
+    from keras_attention import compat
+
+    assert compat.patch_symbolic_build()
 import keras
 strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
@@ -81,7 +82,7 @@ def mirrored_fit(patch):
     )
 
 
-@pytest.mark.skipif(not multi_worker.is_affected(), reason="only this Keras needs the patch")
+@pytest.mark.skipif(not compat.is_affected(), reason="only this Keras needs the patch")
 def test_mirrored_fit_with_replica_parts_of_different_sizes_needs_the_patch():
     """Keras averages the first batch over the replicas to build the model:
     parts of 6 and 5 rows cannot be added. With the patch it takes one part."""
