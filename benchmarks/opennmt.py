@@ -62,7 +62,10 @@ REQUIREMENTS = [
     "spacy",
     "six",
     "numpy",
+    "sentencepiece",  # its sentencepiece transform, which the benchmark's config uses
 ]
+# What the benchmark's OpenNMT-py commands import: the environment must have each.
+IMPORTS = ("onmt", "torch", "sentencepiece", "pyonmttok", "ctranslate2", "spacy", "fasttext")
 ENVIRONMENT = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "PYTHONWARNINGS": "ignore"}
 
 
@@ -77,7 +80,24 @@ def environment(folder):
         subprocess.run(pip + [TORCH], check=True)
         subprocess.run(pip + ["--no-deps", OPENNMT], check=True)
         subprocess.run(pip + REQUIREMENTS, check=True)
+    check_imports(commands / "python")
     return commands
+
+
+def check_imports(python):
+    """Raises RuntimeError naming each module of `IMPORTS` that `python`
+    cannot import (an environment built by an older benchmark lacked
+    sentencepiece, and OpenNMT-py failed only once it read the data)."""
+    missing = [
+        module
+        for module in IMPORTS
+        if subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode
+    ]
+    if missing:
+        raise RuntimeError(
+            f"OpenNMT-py's environment ({python}) cannot import {', '.join(missing)}: "
+            "delete its folder and run the benchmark again to rebuild it"
+        )
 
 
 def _variables():

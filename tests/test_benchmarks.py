@@ -377,3 +377,19 @@ def test_the_unused_options_benchmark_races_the_baselines_export(tmp_path):
         for signature in ("serving_default", "translate_with_options")
     ]
     assert all(row["baseline"] > 0 and row["today"] > 0 for row in results["rows"])
+
+
+def test_the_opennmt_environment_is_checked_for_every_module_it_imports(monkeypatch):
+    """`benchmarks.opennmt.environment` ends by importing each module the
+    peer's commands need (sentencepiece among them: an environment without
+    it failed in `onmt_build_vocab`); this Python has sentencepiece but not
+    OpenNMT-py."""
+    from benchmarks import opennmt
+
+    assert "sentencepiece" in opennmt.IMPORTS
+    assert "sentencepiece" in opennmt.REQUIREMENTS
+    with pytest.raises(RuntimeError, match="cannot import onmt") as error:
+        opennmt.check_imports(sys.executable)
+    assert "sentencepiece" not in str(error.value)
+    monkeypatch.setattr(opennmt, "IMPORTS", ("json", "sentencepiece"))
+    opennmt.check_imports(sys.executable)
