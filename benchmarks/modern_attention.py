@@ -83,7 +83,7 @@ def window_rows(lengths, window_size, chunk_size, model_dim, num_heads, repeats)
         for name, window in (("full causal", None), ("window", window_size)):
             keras.utils.set_random_seed(0)
             layer = MultiHeadSelfAttention(
-                num_heads, causal=True, chunk_size=chunk_size, window_size=window
+                num_heads, causal=True, chunk_size=chunk_size, sliding_window=window
             )
             layer(x[:, :2])  # build
             steps[name] = forward_backward(layer, x)

@@ -19,7 +19,9 @@ def build_from_config(cls, config, build, known=None):
     argument not in `known` (for classes whose `**kwargs` would swallow it
     silently), becomes a `ValueError` naming the class, the argument and both
     versions."""
-    config = dict(config)
+    from keras_attention.utils import RENAMED_ARGUMENTS
+
+    config = {RENAMED_ARGUMENTS.get(key, key): value for key, value in config.items()}
     saved = config.pop(VERSION_KEY, None)
     try:
         unknown = sorted(set(config) - set(known)) if known is not None else []

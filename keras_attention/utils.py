@@ -5,6 +5,8 @@ Internal to the package (layers, models, decoding, export and recipes import
 from here); users do not need it.
 """
 
+import warnings
+
 import keras
 import numpy as np
 from keras import ops
@@ -18,6 +20,28 @@ PAD_ID, START_ID, END_ID, UNKNOWN_ID = range(4)
 # A score or log-probability that must never win: exp() of it is exactly 0 in
 # float32, and it never overflows. Softmax and decoding always run in float32.
 NEG_INF = -1e9
+
+
+# Arguments renamed, old name -> new: the old name still works for one
+# release, with a DeprecationWarning; saved configs are read with the new.
+RENAMED_ARGUMENTS = {"window_size": "sliding_window"}
+
+
+def renamed_argument(kwargs, new, value):
+    """`value`, the argument `new`, or where `kwargs` holds its old name
+    (`RENAMED_ARGUMENTS`) that one, popped, with a DeprecationWarning."""
+    (old,) = [old for old, name in RENAMED_ARGUMENTS.items() if name == new]
+    if old not in kwargs:
+        return value
+    old_value = kwargs.pop(old)
+    if value is not None and value != old_value:
+        raise TypeError(f"give `{new}` only, not also `{old}` (its old name)")
+    warnings.warn(
+        f"`{old}` is deprecated and will be removed in the next release: use `{new}`",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old_value
 
 
 def check_positive_int(name, value, allow_none=False):

@@ -20,7 +20,7 @@ from keras_attention.models.zoo_model import (
     pop_dtype_policy,
     resolve_preset,
 )
-from keras_attention.utils import check_choice, check_positive_int
+from keras_attention.utils import check_choice, check_positive_int, renamed_argument
 
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
@@ -79,10 +79,10 @@ class Transformer(ZooModel):
         num_key_value_heads: optional int dividing `num_heads`, grouped-query
             attention (1 = multi-query): fewer key/value heads, a smaller
             KV cache. Default None (one per head).
-        window_size: optional int, sliding-window self-attention: each
-            position attends only to those less than `window_size` away.
+        sliding_window: optional int, sliding-window self-attention: each
+            position attends only to those less than `sliding_window` away.
             Default None (every position).
-        global_every: optional int, with `window_size`: every
+        global_every: optional int, with `sliding_window`: every
             `global_every`-th layer attends to every position, the others
             through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
             five windowed layers, then a global one). Default None (every
@@ -144,7 +144,7 @@ class Transformer(ZooModel):
         norm_first=False,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         global_every=None,
         use_gate=False,
         positions="sinusoidal",
@@ -163,6 +163,7 @@ class Transformer(ZooModel):
         suppressed_ids=None,
         **kwargs,
     ):
+        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
         check_positive_int("source_vocabulary_size", source_vocabulary_size)
         check_positive_int("target_vocabulary_size", target_vocabulary_size)
         if share_embeddings and source_vocabulary_size != target_vocabulary_size:
@@ -180,7 +181,7 @@ class Transformer(ZooModel):
             norm_first=norm_first,
             chunk_size=chunk_size,
             num_key_value_heads=num_key_value_heads,
-            window_size=window_size,
+            sliding_window=sliding_window,
             global_every=global_every,
             use_gate=use_gate,
             positions=attention_positions(positions),

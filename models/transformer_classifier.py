@@ -16,7 +16,7 @@ from keras_attention.models.zoo_model import (
     pop_dtype_policy,
     resolve_preset,
 )
-from keras_attention.utils import check_choice, check_positive_int
+from keras_attention.utils import check_choice, check_positive_int, renamed_argument
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
@@ -69,10 +69,10 @@ class TransformerClassifier(ZooModel):
         num_key_value_heads: optional int dividing `num_heads`, grouped-query
             attention (1 = multi-query): fewer key/value heads, a smaller
             KV cache. Default None (one per head).
-        window_size: optional int, sliding-window self-attention: each
-            position attends only to those less than `window_size` away.
+        sliding_window: optional int, sliding-window self-attention: each
+            position attends only to those less than `sliding_window` away.
             Default None (every position).
-        global_every: optional int, with `window_size`: every
+        global_every: optional int, with `sliding_window`: every
             `global_every`-th layer attends to every position, the others
             through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
             five windowed layers, then a global one). Default None (every
@@ -130,7 +130,7 @@ class TransformerClassifier(ZooModel):
         norm_first=False,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         global_every=None,
         use_gate=False,
         positions="sinusoidal",
@@ -149,6 +149,7 @@ class TransformerClassifier(ZooModel):
         normalize_embeddings=False,
         **kwargs,
     ):
+        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("num_classes", num_classes)
         check_choice("pooling", pooling, POOLINGS)
@@ -188,7 +189,7 @@ class TransformerClassifier(ZooModel):
             norm_first=norm_first,
             chunk_size=chunk_size,
             num_key_value_heads=num_key_value_heads,
-            window_size=window_size,
+            sliding_window=sliding_window,
             global_every=global_every,
             use_gate=use_gate,
             positions=attention_positions(positions),

@@ -18,7 +18,7 @@ from keras_attention.models.zoo_model import (
     pop_dtype_policy,
     resolve_preset,
 )
-from keras_attention.utils import check_choice, check_positive_int
+from keras_attention.utils import check_choice, check_positive_int, renamed_argument
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),
@@ -54,7 +54,7 @@ PRESETS = {
 # The modern decoder with sliding-window layers between global ones, as
 # Gemma 2 alternates them: block 0 attends to the 16 positions up to its
 # own, block 1 to every position. (A window's cost grows as T * W, not T^2.)
-PRESETS["modern_windowed"] = dict(PRESETS["modern"], window_size=16, global_every=2)
+PRESETS["modern_windowed"] = dict(PRESETS["modern"], sliding_window=16, global_every=2)
 POSITIONS = ("sinusoidal", "learned", "rotary", "alibi")
 
 
@@ -84,10 +84,10 @@ class TransformerLM(ZooModel):
         num_key_value_heads: optional int dividing `num_heads`, grouped-query
             attention (1 = multi-query): fewer key/value heads, a smaller
             KV cache. Default None (one per head).
-        window_size: optional int, sliding-window self-attention: each
-            position attends only to those less than `window_size` away.
+        sliding_window: optional int, sliding-window self-attention: each
+            position attends only to those less than `sliding_window` away.
             Default None (every position).
-        global_every: optional int, with `window_size`: every
+        global_every: optional int, with `sliding_window`: every
             `global_every`-th layer attends to every position, the others
             through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
             five windowed layers, then a global one). Default None (every
@@ -152,7 +152,7 @@ class TransformerLM(ZooModel):
         norm_first=True,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         global_every=None,
         use_gate=False,
         positions="sinusoidal",
@@ -171,6 +171,7 @@ class TransformerLM(ZooModel):
         suppressed_ids=None,
         **kwargs,
     ):
+        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
         check_positive_int("vocabulary_size", vocabulary_size)
         check_choice("positions", positions, POSITIONS)
         policy = pop_dtype_policy(type(self), kwargs)
@@ -195,7 +196,7 @@ class TransformerLM(ZooModel):
             norm_first=norm_first,
             chunk_size=chunk_size,
             num_key_value_heads=num_key_value_heads,
-            window_size=window_size,
+            sliding_window=sliding_window,
             global_every=global_every,
             use_gate=use_gate,
             positions=attention_positions(positions),

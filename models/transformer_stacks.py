@@ -16,7 +16,13 @@ from keras_attention.layers import (
     normalization_layer,
 )
 from keras_attention.models.zoo_model import padding_mask
-from keras_attention.utils import Layer, check_positive_int, check_rate, pack_outputs
+from keras_attention.utils import (
+    Layer,
+    check_positive_int,
+    check_rate,
+    pack_outputs,
+    renamed_argument,
+)
 
 
 class _Stack(Layer):
@@ -33,7 +39,7 @@ class _Stack(Layer):
         norm_first=False,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         global_every=None,
         use_gate=False,
         positions=None,
@@ -46,6 +52,7 @@ class _Stack(Layer):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
         super().__init__(**kwargs)
         self.num_layers = check_positive_int("num_layers", num_layers)
         self.num_heads = check_positive_int("num_heads", num_heads)
@@ -55,16 +62,16 @@ class _Stack(Layer):
         self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
         self.supports_masking = True
         self.global_every = check_positive_int("global_every", global_every, allow_none=True)
-        if global_every is not None and window_size is None:
+        if global_every is not None and sliding_window is None:
             raise ValueError(
                 "`global_every` alternates windowed and global layers and needs a "
-                f"`window_size`. Received: global_every={global_every}, window_size=None"
+                f"`sliding_window`. Received: global_every={global_every}, sliding_window=None"
             )
         # Today's attention and block options, as every block takes them
         # (the blocks, made here, check them).
         self.block_options = dict(
             num_key_value_heads=num_key_value_heads,
-            window_size=window_size,
+            sliding_window=sliding_window,
             use_gate=use_gate,
             positions=positions,
             rotary_max_wavelength=rotary_max_wavelength,
@@ -82,7 +89,7 @@ class _Stack(Layer):
                 dropout=dropout,
                 norm_first=norm_first,
                 chunk_size=chunk_size,
-                **{**self.block_options, "window_size": self.block_window(index)},
+                **{**self.block_options, "sliding_window": self.block_window(index)},
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
@@ -96,11 +103,11 @@ class _Stack(Layer):
         )
 
     def block_window(self, index):
-        """Block `index`'s window: `window_size`, except that every
+        """Block `index`'s window: `sliding_window`, except that every
         `global_every`-th block attends to every position."""
         if self.global_every is not None and (index + 1) % self.global_every == 0:
             return None
-        return self.block_options["window_size"]
+        return self.block_options["sliding_window"]
 
     def _finish(self, x):
         return self.final_norm(x) if self.final_norm is not None else x

@@ -171,7 +171,7 @@ def read(checkpoint):
         # Qwen2's q, k and v have biases and its other layers none: ours
         # all have them then, zeros where Qwen2 has none.
         use_bias=qwen2 or bool(config.get("attention_bias", False)),
-        window_size=window if checkpoint.config.get("model_type") == "mistral" else None,
+        sliding_window=window if checkpoint.config.get("model_type") == "mistral" else None,
         scale_embeddings=False,
         tie_output_embeddings=tied,
         # Where our ids 1-3 are no token of the checkpoint's (Qwen2 has no

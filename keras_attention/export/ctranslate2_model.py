@@ -94,7 +94,7 @@ def check_convertible(model):
         )
     plain_options = {
         "num_key_value_heads": None,
-        "window_size": None,
+        "sliding_window": None,
         "use_gate": False,
         "normalization": "layer_norm",
         "feed_forward": "dense",

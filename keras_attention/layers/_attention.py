@@ -139,16 +139,16 @@ def softmax(scores):
     return weights, gradient
 
 
-def window_mask(query_length, key_length, window_size, query_start=0):
+def window_mask(query_length, key_length, sliding_window, query_start=0):
     """`[1, Tq, Tk]` mask of a sliding window: query i (at position
-    query_start + i) sees the keys j with |i - j| < `window_size`, as Keras
+    query_start + i) sees the keys j with |i - j| < `sliding_window`, as Keras
     core's `sliding_window`. With a causal mask beside it, each query sees
-    itself and the `window_size - 1` keys before it (Mistral's local
+    itself and the `sliding_window - 1` keys before it (Mistral's local
     attention)."""
     query_positions = ops.arange(query_length) + query_start  # [Tq]
     key_positions = ops.arange(key_length)  # [Tk]
     distance = ops.abs(ops.expand_dims(query_positions, 1) - ops.expand_dims(key_positions, 0))
-    return ops.expand_dims(distance < window_size, 0)
+    return ops.expand_dims(distance < sliding_window, 0)
 
 
 def alibi_slopes(num_heads):

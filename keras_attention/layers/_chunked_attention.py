@@ -17,7 +17,7 @@ output and each query's log-sum-exp, and recomputes each block's scores
 instead of storing them, so forward plus backward need O(T * chunk_size)
 memory per head, not O(T^2). With `causal=True` the blocks wholly above the
 diagonal are skipped, about half of the work; with a sliding window
-(`window_size=W`) the blocks wholly outside it are, so time grows as T * W,
+(`sliding_window=W`) the blocks wholly outside it are, so time grows as T * W,
 not T^2.
 
 Dropout on the weights draws its keep/drop decisions from a hash of the
@@ -45,7 +45,7 @@ def chunked_attention(
     padding_mask=None,
     attention_mask=None,
     causal=False,
-    window_size=None,
+    sliding_window=None,
     alibi_slopes=None,
     dropout_rate=0.0,
     seed=None,
@@ -61,8 +61,8 @@ def chunked_attention(
         attention_mask: optional boolean `[B, Tq, Tk]`, True where query i
             may read key j.
         causal: bool, query i reads keys j <= i only (Tq must equal Tk).
-        window_size: optional int, query i reads keys j with |i - j| <
-            `window_size` only.
+        sliding_window: optional int, query i reads keys j with |i - j| <
+            `sliding_window` only.
         alibi_slopes: optional list of H floats: ALiBi, `-slope_h * |i - j|`
             added to each block's scores (computed block by block).
         dropout_rate: float in [0, 1), dropout on the weights.
@@ -90,7 +90,7 @@ def chunked_attention(
     mask_every_block = (
         padding_mask is not None
         or attention_mask is not None
-        or window_size is not None
+        or sliding_window is not None
         or (padded_keys and not causal)
     )
     lower_triangle = ops.arange(chunk_size)[:, None] >= ops.arange(chunk_size)[None, :]
@@ -125,8 +125,8 @@ def chunked_attention(
         key_positions = positions(key_block)[None, :]
         if causal:
             mask = mask & (query_positions >= key_positions)[None, None]
-        if window_size is not None:
-            mask = mask & (ops.abs(query_positions - key_positions) < window_size)[None, None]
+        if sliding_window is not None:
+            mask = mask & (ops.abs(query_positions - key_positions) < sliding_window)[None, None]
         if attention_mask is not None:
             start = [0, query_block * chunk_size, key_block * chunk_size]
             columns = ops.slice(attention_mask, start, [batch_size, chunk_size, chunk_size])
@@ -149,7 +149,7 @@ def chunked_attention(
     def reach(block_index, blocks):
         """`(first, last + 1)`: the blocks of the other axis that hold a
         position within the window of some position of block `block_index`."""
-        reach = window_size - 1  # the farthest a key may be from its query
+        reach = sliding_window - 1  # the farthest a key may be from its query
         first = ops.maximum((block_index * chunk_size - reach) // chunk_size, 0)
         last = ((block_index + 1) * chunk_size - 1 + reach) // chunk_size
         return first, ops.minimum(last + 1, blocks)
@@ -157,14 +157,14 @@ def chunked_attention(
     def key_range(query_block):
         """`(first, last + 1)`: the key blocks a query block reads, up to the
         diagonal if causal, those within the window if there is one."""
-        first, end = (0, key_blocks) if window_size is None else reach(query_block, key_blocks)
+        first, end = (0, key_blocks) if sliding_window is None else reach(query_block, key_blocks)
         if causal:
             end = ops.minimum(end, query_block + 1)
         return first, end
 
     def query_range(key_block):
         """`(first, last + 1)`: the query blocks that read a key block."""
-        first, end = (0, query_blocks) if window_size is None else reach(key_block, query_blocks)
+        first, end = (0, query_blocks) if sliding_window is None else reach(key_block, query_blocks)
         if causal:  # earlier query blocks do not see it
             first = ops.maximum(first, key_block)
         return first, end

@@ -18,6 +18,7 @@ from keras_attention.utils import (
     check_positive_int,
     check_rate,
     clone_initializer,
+    renamed_argument,
 )
 
 
@@ -33,16 +34,17 @@ class MultiHeadAttentionBase(Layer):
         use_bias=True,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         use_gate=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
     ):
+        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
-        self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
-            self.num_heads, num_key_value_heads, window_size, use_gate
+        self.num_key_value_heads, self.sliding_window, self.use_gate = check_attention_options(
+            self.num_heads, num_key_value_heads, sliding_window, use_gate
         )
         self.key_dim = check_positive_int("key_dim", key_dim, allow_none=True)
         self.value_dim = check_positive_int("value_dim", value_dim, allow_none=True)
@@ -113,9 +115,9 @@ class MultiHeadAttentionBase(Layer):
 
     def _window_mask(self, query_length, key_length, query_start=0):
         """The sliding window's `[1, Tq, Tk]` mask, or None without one."""
-        if self.window_size is None:
+        if self.sliding_window is None:
             return None
-        return window_mask(query_length, key_length, self.window_size, query_start)
+        return window_mask(query_length, key_length, self.sliding_window, query_start)
 
     def _attend(self, query_input, query, key, value, mask, training, heads_first=False, bias=None):
         """Weighted sum of V for every head, heads merged and projected.
@@ -172,7 +174,7 @@ class MultiHeadAttentionBase(Layer):
             padding_mask=padding_mask,
             attention_mask=attention_mask,
             causal=causal,
-            window_size=self.window_size,
+            sliding_window=self.sliding_window,
             alibi_slopes=alibi_slopes,
             dropout_rate=rate,
             seed=seed,
@@ -190,7 +192,7 @@ class MultiHeadAttentionBase(Layer):
                 "use_bias": self.use_bias,
                 "chunk_size": self.chunk_size,
                 "num_key_value_heads": self.num_key_value_heads,
-                "window_size": self.window_size,
+                "sliding_window": self.sliding_window,
                 "use_gate": self.use_gate,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
@@ -199,10 +201,10 @@ class MultiHeadAttentionBase(Layer):
         return config
 
 
-def check_attention_options(num_heads, num_key_value_heads, window_size, use_gate):
+def check_attention_options(num_heads, num_key_value_heads, sliding_window, use_gate):
     """The options of today's attention, checked: `num_key_value_heads` None
     (one per query head) or a positive int dividing `num_heads`,
-    `window_size` None or a positive int, `use_gate` a bool."""
+    `sliding_window` None or a positive int, `use_gate` a bool."""
     check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
     if num_key_value_heads is not None and num_heads % num_key_value_heads:
         raise ValueError(
@@ -210,5 +212,5 @@ def check_attention_options(num_heads, num_key_value_heads, window_size, use_gat
             f"serves a whole group of query heads). Received: "
             f"num_key_value_heads={num_key_value_heads}, num_heads={num_heads}"
         )
-    check_positive_int("window_size", window_size, allow_none=True)
-    return num_key_value_heads, window_size, check_bool("use_gate", use_gate)
+    check_positive_int("sliding_window", sliding_window, allow_none=True)
+    return num_key_value_heads, sliding_window, check_bool("use_gate", use_gate)

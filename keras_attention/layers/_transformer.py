@@ -16,6 +16,7 @@ from keras_attention.utils import (
     check_positive_int,
     check_rate,
     clone_initializer,
+    renamed_argument,
 )
 
 NORMALIZATIONS = ("layer_norm", "rms_norm")
@@ -56,7 +57,7 @@ class TransformerBlockBase(Layer):
         norm_first=False,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         use_gate=False,
         positions=None,
         rotary_max_wavelength=10000.0,
@@ -68,6 +69,7 @@ class TransformerBlockBase(Layer):
         bias_initializer="zeros",
         **kwargs,
     ):
+        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
         super().__init__(**kwargs)
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
@@ -79,8 +81,8 @@ class TransformerBlockBase(Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.norm_first = bool(norm_first)
         self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
-        self.num_key_value_heads, self.window_size, self.use_gate = check_attention_options(
-            self.num_heads, num_key_value_heads, window_size, use_gate
+        self.num_key_value_heads, self.sliding_window, self.use_gate = check_attention_options(
+            self.num_heads, num_key_value_heads, sliding_window, use_gate
         )
         self.positions, self.rotary_max_wavelength, self.rotary_scaling_factor = check_positions(
             positions, rotary_max_wavelength, rotary_scaling_factor
@@ -105,7 +107,7 @@ class TransformerBlockBase(Layer):
         sliding window and the positions, which are about one sequence."""
         return dict(
             self._attention_kwargs(),
-            window_size=self.window_size,
+            sliding_window=self.sliding_window,
             positions=self.positions,
             rotary_max_wavelength=self.rotary_max_wavelength,
             rotary_scaling_factor=self.rotary_scaling_factor,
@@ -197,7 +199,7 @@ class TransformerBlockBase(Layer):
                 "norm_first": self.norm_first,
                 "chunk_size": self.chunk_size,
                 "num_key_value_heads": self.num_key_value_heads,
-                "window_size": self.window_size,
+                "sliding_window": self.sliding_window,
                 "use_gate": self.use_gate,
                 "positions": self.positions,
                 "rotary_max_wavelength": self.rotary_max_wavelength,

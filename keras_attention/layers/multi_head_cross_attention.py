@@ -24,7 +24,7 @@ class MultiHeadCrossAttention(MultiHeadAttentionBase):
         chunk_size: optional int: attention in blocks of that many queries
             and keys, in memory linear in the lengths; see
             `MultiHeadSelfAttention`. Default None (dense).
-        num_key_value_heads, window_size, use_gate: grouped-query heads, a
+        num_key_value_heads, sliding_window, use_gate: grouped-query heads, a
             sliding window (query i reads context positions j with
             |i - j| < W) and an output gate read from `query`; see
             `MultiHeadSelfAttention`.

@@ -57,7 +57,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             `num_heads // num_key_value_heads` query heads in a row; 1 is
             multi-query attention (Shazeer 2019). The KV cache then holds
             only these heads. Default None: one per query head.
-        window_size: optional int W: sliding-window (local) attention, query
+        sliding_window: optional int W: sliding-window (local) attention, query
             i attends only to keys j with |i - j| < W (with `causal`, itself
             and the W - 1 before it), as Keras core's `sliding_window`. In
             blocks, the blocks wholly outside the window are skipped, so
@@ -118,7 +118,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         causal=False,
         chunk_size=None,
         num_key_value_heads=None,
-        window_size=None,
+        sliding_window=None,
         use_gate=False,
         positions=None,
         rotary_max_wavelength=10000.0,
@@ -135,7 +135,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             use_bias=use_bias,
             chunk_size=chunk_size,
             num_key_value_heads=num_key_value_heads,
-            window_size=window_size,
+            sliding_window=sliding_window,
             use_gate=use_gate,
             kernel_initializer=kernel_initializer,
             bias_initializer=bias_initializer,

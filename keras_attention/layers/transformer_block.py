@@ -26,7 +26,7 @@ class TransformerBlock(TransformerBlockBase):
         chunk_size: optional int, self-attention in blocks of that many
             positions, in memory linear in T (see `MultiHeadSelfAttention`).
             Default None (dense).
-        num_key_value_heads, window_size, use_gate, positions,
+        num_key_value_heads, sliding_window, use_gate, positions,
             rotary_max_wavelength, rotary_scaling_factor: grouped-query
             heads, a sliding window, an output gate and rotary or ALiBi
             positions on the self-attention; see `MultiHeadSelfAttention`.

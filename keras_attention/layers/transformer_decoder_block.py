@@ -35,7 +35,7 @@ class TransformerDecoderBlock(TransformerBlockBase):
             dense. Default None (dense).
         num_key_value_heads, use_gate: grouped-query heads and an output
             gate on both attention layers; see `MultiHeadSelfAttention`.
-        window_size, positions, rotary_max_wavelength, rotary_scaling_factor:
+        sliding_window, positions, rotary_max_wavelength, rotary_scaling_factor:
             a sliding window and rotary or ALiBi positions on the self-attention
             (the cross-attention reads the whole source, unturned).
         normalization: `"layer_norm"` (default, the paper's) or `"rms_norm"`

@@ -74,7 +74,7 @@ def exports(tmp_path_factory):
         positions="learned",
         max_length=2 * MAX_LENGTH,
         num_key_value_heads=2,
-        window_size=4,
+        sliding_window=4,
         use_gate=True,
     )
     return SimpleNamespace(

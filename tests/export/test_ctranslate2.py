@@ -134,7 +134,7 @@ def test_what_ctranslate2_cannot_hold_is_refused_by_name(exports, tmp_path):
     "option",
     [
         {"num_key_value_heads": 2},
-        {"window_size": 8},
+        {"sliding_window": 8},
         {"use_gate": True},
         {"positions": "rotary"},
         {"positions": "alibi"},

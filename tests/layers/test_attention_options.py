@@ -1,6 +1,6 @@
 """The options of today's attention on our two attention layers:
 grouped-query heads (`num_key_value_heads`), a sliding window
-(`window_size`) and an output gate (`use_gate`), alone and together, and
+(`sliding_window`) and an output gate (`use_gate`), alone and together, and
 with rotary positions (`positions="rotary"`, see test_rotary_embedding.py)
 and ALiBi (`positions="alibi"`, against KerasHub's `AlibiBias`).
 
@@ -41,11 +41,11 @@ def split_heads(kernel, bias, heads):
     return [kernel.reshape(kernel.shape[0], heads, DEPTH), bias.reshape(heads, DEPTH)]
 
 
-def visible(key_padding, query_length, window_size, causal=False):
+def visible(key_padding, query_length, sliding_window, causal=False):
     """`[B, Tq, Tk]`: which keys each query may read, and `[B, Tq]`: whether
     it may read any."""
     i, j = np.arange(query_length)[:, None], np.arange(key_padding.shape[1])[None, :]
-    allowed = np.ones_like(i >= j) if window_size is None else abs(i - j) < window_size
+    allowed = np.ones_like(i >= j) if sliding_window is None else abs(i - j) < sliding_window
     if causal:
         allowed = allowed & (j <= i)
     may_read = key_padding[:, None, :] & allowed[None]
@@ -59,7 +59,7 @@ def keras_copy(ours):
         head_dim=DEPTH,
         num_query_heads=H,
         num_key_value_heads=kv_heads,
-        sliding_window=ours.window_size,
+        sliding_window=ours.sliding_window,
         use_gate=ours.use_gate,
     )
     theirs(random(1, 3, D), random(1, 3, D))
@@ -88,16 +88,16 @@ OPTIONS = list(itertools.product([None, 2, 1], [None, 3], [False, True]))  # kv 
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS)
+@pytest.mark.parametrize("num_key_value_heads,sliding_window,use_gate", OPTIONS)
 def test_self_attention_matches_keras_grouped_query_attention(
-    num_key_value_heads, window_size, use_gate, causal
+    num_key_value_heads, sliding_window, use_gate, causal
 ):
     x, mask = random(B, T, D), padding([T, 4], T)
     ours = MultiHeadSelfAttention(
         num_heads=H,
         causal=causal,
         num_key_value_heads=num_key_value_heads,
-        window_size=window_size,
+        sliding_window=sliding_window,
         use_gate=use_gate,
     )
     ours_out, ours_scores = ours(x, padding_mask=mask, return_attention_scores=True)
@@ -105,9 +105,9 @@ def test_self_attention_matches_keras_grouped_query_attention(
     theirs_out, theirs_scores = theirs(
         x, x, value_mask=mask, use_causal_mask=causal, return_attention_scores=True
     )
-    assert_same_where_keys(ours, ours_out, theirs_out, *visible(mask, T, window_size, causal))
+    assert_same_where_keys(ours, ours_out, theirs_out, *visible(mask, T, sliding_window, causal))
     ours_scores, theirs_scores = to_numpy(ours_scores), to_numpy(theirs_scores)
-    _, has_key = visible(mask, T, window_size, causal)
+    _, has_key = visible(mask, T, sliding_window, causal)
     for b, i in zip(*np.nonzero(has_key), strict=True):
         np.testing.assert_allclose(ours_scores[b, :, i], theirs_scores[b, :, i], atol=1e-6)
 
@@ -123,10 +123,10 @@ def assert_same_where_keys(ours, ours_out, theirs_out, may_read, has_key):
 
 
 @pytest.mark.parametrize(
-    "num_key_value_heads,window_size,use_gate", [(None, None, False), (2, 3, True), (1, 5, True)]
+    "num_key_value_heads,sliding_window,use_gate", [(None, None, False), (2, 3, True), (1, 5, True)]
 )
 def test_input_gradients_match_keras_grouped_query_attention(
-    num_key_value_heads, window_size, use_gate
+    num_key_value_heads, sliding_window, use_gate
 ):
     """d/dx of sum(output * g): ours against Keras core's, where x is both
     its query and its value, so its two input gradients add up."""
@@ -135,7 +135,7 @@ def test_input_gradients_match_keras_grouped_query_attention(
         num_heads=H,
         causal=True,
         num_key_value_heads=num_key_value_heads,
-        window_size=window_size,
+        sliding_window=sliding_window,
         use_gate=use_gate,
     )
     ours(x)
@@ -148,22 +148,22 @@ def test_input_gradients_match_keras_grouped_query_attention(
     np.testing.assert_allclose(d_x, d_query + d_value, atol=1e-5)
 
 
-@pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS)
+@pytest.mark.parametrize("num_key_value_heads,sliding_window,use_gate", OPTIONS)
 def test_cross_attention_matches_keras_grouped_query_attention(
-    num_key_value_heads, window_size, use_gate
+    num_key_value_heads, sliding_window, use_gate
 ):
     query, context, mask = random(B, T, D), random(B, S, D, seed=1), padding([S, 3], S)
     ours = MultiHeadCrossAttention(
         num_heads=H,
         num_key_value_heads=num_key_value_heads,
-        window_size=window_size,
+        sliding_window=sliding_window,
         use_gate=use_gate,
     )
     ours_out = ours(query, context, context_mask=mask)
     theirs = keras_copy(ours)
     theirs_out = theirs(query, context, value_mask=mask)
-    may_read, has_key = visible(mask, T, window_size)
-    assert has_key.all() == (window_size is None)  # queries past the context's window
+    may_read, has_key = visible(mask, T, sliding_window)
+    assert has_key.all() == (sliding_window is None)  # queries past the context's window
     assert_same_where_keys(ours, ours_out, theirs_out, may_read, has_key)
 
 
@@ -173,8 +173,10 @@ def test_grouped_windowed_gated_layers_in_blocks_equal_dense(causal):
     that spans block edges and reaches past a whole block, and dropout off."""
     x, mask = random(B, 13, D), padding([13, 9], 13)
     context, context_mask = random(B, 11, D, seed=3), padding([11, 6], 11)
-    for window_size in (2, 5):
-        options = dict(num_heads=H, num_key_value_heads=2, window_size=window_size, use_gate=True)
+    for sliding_window in (2, 5):
+        options = dict(
+            num_heads=H, num_key_value_heads=2, sliding_window=sliding_window, use_gate=True
+        )
 
         for positions in ("rotary", "alibi"):
 
@@ -198,12 +200,14 @@ def test_the_blocks_outside_the_window_are_never_read(causal):
     """Values of NaN in the last block: a block that is read multiplies them
     in (0 * NaN is NaN), so the queries of the first blocks, whose window
     ends before it, are finite only if it is skipped."""
-    chunk_size, window_size, length = 4, 3, 16
+    chunk_size, sliding_window, length = 4, 3, 16
     query, key = random(1, length, 2, 3), random(1, length, 2, 3, seed=1)
     value = random(1, length, 2, 3, seed=2)
     value[:, -chunk_size:] = np.nan
     output = to_numpy(
-        chunked_attention(query, key, value, chunk_size, causal=causal, window_size=window_size)
+        chunked_attention(
+            query, key, value, chunk_size, causal=causal, sliding_window=sliding_window
+        )
     )
     # Block 3 holds keys 12..15. Without causal, block 2's queries (8..11)
     # reach key 13 and read it; blocks 0 and 1 (queries up to 7, keys up to
@@ -216,16 +220,20 @@ def test_the_blocks_outside_the_window_are_never_read(causal):
 @settings(max_examples=examples(15), deadline=None, derandomize=True)
 @given(
     query_position=st.integers(0, T - 1),
-    window_size=st.integers(1, T),
+    sliding_window=st.integers(1, T),
     causal=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_a_token_outside_the_window_changes_nothing(query_position, window_size, causal, seed):
+def test_a_token_outside_the_window_changes_nothing(query_position, sliding_window, causal, seed):
     layer = MultiHeadSelfAttention(
-        num_heads=H, num_key_value_heads=2, window_size=window_size, causal=causal, use_gate=True
+        num_heads=H,
+        num_key_value_heads=2,
+        sliding_window=sliding_window,
+        causal=causal,
+        use_gate=True,
     )
     x = random(1, T, D, seed=seed)
-    outside = [j for j in range(T) if abs(j - query_position) >= window_size]
+    outside = [j for j in range(T) if abs(j - query_position) >= sliding_window]
     changed = x.copy()
     changed[:, outside] = random(1, len(outside), D, seed=seed + 1)
     before = to_numpy(layer(x))[:, query_position]
@@ -234,9 +242,9 @@ def test_a_token_outside_the_window_changes_nothing(query_position, window_size,
 
 
 @pytest.mark.parametrize("positions", [None, "rotary", "alibi"])
-@pytest.mark.parametrize("num_key_value_heads,window_size,use_gate", OPTIONS)
+@pytest.mark.parametrize("num_key_value_heads,sliding_window,use_gate", OPTIONS)
 def test_cached_decoding_equals_the_full_pass(
-    num_key_value_heads, window_size, use_gate, positions
+    num_key_value_heads, sliding_window, use_gate, positions
 ):
     """Step by step over a cache that holds only the key/value heads; rotary
     and ALiBi positions from the cache index."""
@@ -245,7 +253,7 @@ def test_cached_decoding_equals_the_full_pass(
         num_heads=H,
         causal=True,
         num_key_value_heads=num_key_value_heads,
-        window_size=window_size,
+        sliding_window=sliding_window,
         use_gate=use_gate,
         positions=positions,
     )
@@ -271,7 +279,7 @@ def test_layer_contract_with_every_option(layer_cls, tmp_path):
         {
             "num_heads": H,
             "num_key_value_heads": 2,
-            "window_size": 3,
+            "sliding_window": 3,
             "use_gate": True,
             "dropout": 0.1,
         },
@@ -299,8 +307,11 @@ def test_bad_options_are_refused_by_name(layer_cls):
     for kwargs, pattern in [
         ({"num_key_value_heads": 3}, r"`num_key_value_heads` must divide `num_heads`.*=3"),
         ({"num_key_value_heads": 0}, r"`num_key_value_heads` must be a positive integer"),
-        ({"window_size": 0}, r"`window_size` must be a positive integer. Received: window_size=0"),
-        ({"window_size": 2.5}, r"window_size=2.5"),
+        (
+            {"sliding_window": 0},
+            r"`sliding_window` must be a positive integer. Received: sliding_window=0",
+        ),
+        ({"sliding_window": 2.5}, r"sliding_window=2.5"),
         ({"use_gate": "yes"}, r"`use_gate` must be True or False. Received: use_gate='yes'"),
     ]:
         with pytest.raises(ValueError, match=pattern):

@@ -79,7 +79,9 @@ def test_layer_contract_with_every_block_option(block_cls, tmp_path):
         inputs.update(context=random(B, S, D, seed=1), context_mask=padding([S, 3], S))
     else:
         inputs["padding_mask"] = padding([T, 3])
-    options = dict(LLAMA, num_key_value_heads=1, window_size=3, use_gate=True, positions="rotary")
+    options = dict(
+        LLAMA, num_key_value_heads=1, sliding_window=3, use_gate=True, positions="rotary"
+    )
     run_layer_test(
         block_cls,
         {"num_heads": H, "intermediate_dim": FF, "norm_first": True, **options},

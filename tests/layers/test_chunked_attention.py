@@ -29,7 +29,7 @@ def dense(
     padding_mask=None,
     attention_mask=None,
     causal=False,
-    window_size=None,
+    sliding_window=None,
     alibi_slopes=None,
 ):
     """The dense path, the reference: scores [B, H, Tq, Tk], softmax, sum."""
@@ -37,8 +37,8 @@ def dense(
     mask = key_mask(padding_mask, attention_mask)
     if causal:
         mask = merge_masks(mask, causal_mask(query_length, key_length))
-    if window_size is not None:
-        mask = merge_masks(mask, window_mask(query_length, key_length, window_size))
+    if sliding_window is not None:
+        mask = merge_masks(mask, window_mask(query_length, key_length, sliding_window))
     if mask is not None:
         mask = ops.expand_dims(mask, 1)  # every head
     bias = None
@@ -98,9 +98,9 @@ def problems(draw):
         for length in (query_length, key_length, key_length)
     ]
     # A sliding window and ALiBi, which block by block skip and bias.
-    window_size = draw(st.one_of(st.none(), st.integers(1, 8)))
+    sliding_window = draw(st.one_of(st.none(), st.integers(1, 8)))
     slopes = alibi_slopes(heads) if draw(st.booleans()) else None
-    options = dict(window_size=window_size, alibi_slopes=slopes)
+    options = dict(sliding_window=sliding_window, alibi_slopes=slopes)
     return arrays, padding, attention, causal, chunk_size, options
 
 
@@ -330,8 +330,8 @@ def test_compiled_blocks_equal_dense(graph):
     random = np.random.default_rng(4)
     query, key, value = (random.normal(size=(2, 11, 2, 4)).astype("float32") for _ in range(3))
     upstream = random.normal(size=(2, 11, 2, 4)).astype("float32")
-    for causal, window_size in ((False, None), (True, None), (True, 3)):
-        masks = dict(causal=causal, window_size=window_size)
+    for causal, sliding_window in ((False, None), (True, None), (True, 3)):
+        masks = dict(causal=causal, sliding_window=sliding_window)
         expected, expected_gradients = value_and_gradients(
             lambda q, k, v, masks=masks: dense(q, k, v, **masks), [query, key, value], upstream
         )

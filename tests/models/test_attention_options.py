@@ -17,7 +17,7 @@ from keras_attention.models import (
 # Llama's block beside the attention options: RMS norms, SwiGLU, no biases.
 OPTIONS = dict(
     num_key_value_heads=2,
-    window_size=3,
+    sliding_window=3,
     use_gate=True,
     normalization="rms_norm",
     feed_forward="swiglu",
@@ -57,7 +57,7 @@ def test_each_builder_passes_the_options_to_every_attention_layer(builder, posit
         assert (layer.num_key_value_heads, layer.use_gate) == (2, True)
         # The window and the positions are the self-attention's; the
         # cross-attention reads the whole source, unturned.
-        assert layer.window_size == (3 if is_self_attention else None)
+        assert layer.sliding_window == (3 if is_self_attention else None)
         assert getattr(layer, "positions", None) == (positions if is_self_attention else None)
     assert model.positional_encoding is None  # nothing is added to the embeddings
     check_builds_trains_and_saves(model, inputs, labels, shape, tmp_path)
@@ -83,7 +83,7 @@ def test_decoding_with_the_options_uses_a_smaller_cache_and_equals_no_cache(buil
 
 @pytest.mark.parametrize("builder", ["transformer", "lm", "classifier"])
 def test_global_every_alternates_windowed_and_global_layers(builder):
-    options = dict(SMALL, num_layers=4, window_size=2, global_every=2)
+    options = dict(SMALL, num_layers=4, sliding_window=2, global_every=2)
     if builder == "transformer":
         model = build_transformer(20, **options)
     elif builder == "lm":
@@ -93,12 +93,12 @@ def test_global_every_alternates_windowed_and_global_layers(builder):
     reloaded = type(model).from_config(model.get_config())
     for built in (model, reloaded):
         for stack in [getattr(built, n) for n in ("encoder", "decoder") if hasattr(built, n)]:
-            windows = [block.self_attention.window_size for block in stack.blocks]
+            windows = [block.self_attention.sliding_window for block in stack.blocks]
             assert windows == [2, None, 2, None]
 
 
 def test_a_windowed_layer_reads_its_window_and_a_global_layer_everything():
-    model = build_transformer_lm(20, **dict(SMALL, num_layers=2), window_size=2, global_every=2)
+    model = build_transformer_lm(20, **dict(SMALL, num_layers=2), sliding_window=2, global_every=2)
     windowed, global_ = (to_numpy(w) for w in model.attention_scores(IDS)["self_attention"])
     distance = np.subtract.outer(np.arange(6), np.arange(6))  # i - j
     assert np.all(windowed[0][:, distance >= 2] == 0)
@@ -107,8 +107,8 @@ def test_a_windowed_layer_reads_its_window_and_a_global_layer_everything():
 
 
 def test_the_windowed_modern_preset_decodes_with_the_cache_as_without():
-    model = build_transformer_lm(20, preset="modern_windowed", window_size=2)
-    assert [b.self_attention.window_size for b in model.decoder.blocks] == [2, None]
+    model = build_transformer_lm(20, preset="modern_windowed", sliding_window=2)
+    assert [b.self_attention.sliding_window for b in model.decoder.blocks] == [2, None]
     for search in (decoding.greedy_search, decoding.beam_search):
         cached = search(model, IDS[:, :3], 9)
         uncached = search(model, IDS[:, :3], 9, use_cache=False)
@@ -120,8 +120,11 @@ def test_the_windowed_modern_preset_decodes_with_the_cache_as_without():
 @pytest.mark.parametrize(
     "options,message",
     [
-        (dict(global_every=2), "needs a .window_size.. Received: global_every=2, window_size=None"),
-        (dict(window_size=4, global_every=0), "global_every"),
+        (
+            dict(global_every=2),
+            "needs a .sliding_window.. Received: global_every=2, sliding_window=None",
+        ),
+        (dict(sliding_window=4, global_every=0), "global_every"),
     ],
 )
 def test_global_every_refusals(options, message):

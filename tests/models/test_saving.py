@@ -1,6 +1,8 @@
 """A model keeps its dtype policy through a `.keras` file: trained in mixed
 precision, it reloads in mixed precision, whatever the global policy."""
 
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -36,3 +38,43 @@ def test_mixed_precision_survives_a_round_trip(name, tmp_path):
     assert all(weight.dtype == "float32" for weight in reloaded.weights if "float" in weight.dtype)
     np.testing.assert_array_equal(to_numpy(reloaded(inputs)), to_numpy(model(inputs)))
     assert build().get_config()["dtype"] == "float32"
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("name", ["language_model", "translator"])
+def test_files_saved_before_the_rename_to_sliding_window_load_and_answer_alike(name):
+    """Written by the package before `window_size` became `sliding_window`
+    (fixtures/make_saved_models.py): they load without a warning, with
+    their window, and give the outputs they gave then."""
+    import warnings
+
+    import keras_attention.models  # noqa: F401  (registers the classes)
+
+    reference = np.load(FIXTURES / "saved_models.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        model = keras.saving.load_model(FIXTURES / f"{name}.keras")
+    ids = reference["ids"]
+    inputs = ids if name == "language_model" else {"source_ids": ids, "target_ids": ids[:, :5]}
+    np.testing.assert_allclose(to_numpy(model(inputs)), reference[name], rtol=1e-5, atol=1e-6)
+    assert model.sliding_window == (3 if name == "language_model" else 4)
+    assert "sliding_window" in model.get_config() and "window_size" not in model.get_config()
+
+
+def test_window_size_still_works_for_a_release_with_a_warning():
+    from keras_attention.layers import MultiHeadSelfAttention, TransformerBlock
+
+    with pytest.warns(DeprecationWarning, match="`window_size` is deprecated.*`sliding_window`"):
+        layer = MultiHeadSelfAttention(num_heads=2, window_size=3)
+    assert layer.sliding_window == 3 and "window_size" not in layer.get_config()
+    with pytest.warns(DeprecationWarning, match="`window_size` is deprecated"):
+        block = TransformerBlock(num_heads=2, intermediate_dim=8, window_size=2)
+    assert block.sliding_window == 2
+    with pytest.warns(DeprecationWarning, match="`window_size` is deprecated"):
+        model = build_transformer_lm(20, preset="tiny", window_size=4)
+    assert model.sliding_window == 4
+    assert all(b.sliding_window == 4 for b in model.decoder.blocks)
+    with pytest.raises(TypeError, match="give `sliding_window` only, not also `window_size`"):
+        MultiHeadSelfAttention(num_heads=2, sliding_window=3, window_size=5)
