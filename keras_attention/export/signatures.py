@@ -105,8 +105,8 @@ class Server(tf.Module):
 
     Each signature is traced once, here, and kept as its concrete function.
     Kept as a `tf.function`, `tf.saved_model.save` would trace it all over
-    again (it traces under a context of its own, a new cache key): about a
-    third of an export's time, measured on a tiny translator (31 s -> 21-23 s).
+    again (it traces under a context of its own, a new cache key): a third
+    of a tiny translator's export time.
     """
 
     def __init__(self, tokenizers, signatures, name):
