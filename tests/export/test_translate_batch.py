@@ -310,3 +310,59 @@ def test_alignments_read_the_rnn_s_one_head_and_mark_what_is_not_a_token(exports
     assert not weights[~real].any()
     np.testing.assert_allclose(weights[real].sum(axis=-1), 1.0, rtol=1e-5)
 
+
+# Requests whose answers hold `<unk>`: a target prefix of a character the
+# vocabulary lacks ("a", read as `<unk>`), beams of 2; and answers of two
+# tokens with every digit suppressed, greedy (left `<s>` and `<unk>`).
+UNKNOWN_CASES = {
+    "a prefix": (dict(target_prefix="a"), dict(target_prefix=[["<unk>"]])),
+    "no digit": (
+        dict(
+            beam_size=1,
+            min_decoding_length=2,
+            max_decoding_length=2,
+            suppress_sequences=list("0123456789"),
+        ),
+        dict(
+            beam_size=1,
+            min_decoding_length=2,
+            max_decoding_length=2,
+            suppress_sequences=[[d] for d in "0123456789"],
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNKNOWN_CASES)
+def test_replace_unknowns_equals_ctranslate2s(both, exports, case):
+    """The export's `translate_batch` with `replace_unknowns`: each `<unk>`
+    of an answer becomes the source token it is aligned to, in `tokens` and
+    in the text, as CTranslate2's `replace_unknowns` makes it; and many
+    were replaced."""
+    from export_helpers import batch_inputs
+
+    _, translator, vocabulary, ids = both
+    ours_options, their_options = UNKNOWN_CASES[case]
+    size = len(SENTENCES)
+    their_options = {k: v * size if k == "target_prefix" else v for k, v in their_options.items()}
+    pieces = [[vocabulary[i] for i in row if i] for row in np.asarray(ids)]
+    their_options = {"max_decoding_length": MAX_LENGTH, **their_options}
+    expected = one_at_a_time(translator, pieces, replace_unknowns=True, **their_options)
+    unreplaced = one_at_a_time(translator, pieces, **their_options)
+    request = {name: [value] * size for name, value in ours_options.items()}
+    request.setdefault("max_decoding_length", [MAX_LENGTH] * size)
+    signature = tf.saved_model.load(str(exports.translator_v1)).signatures["translate_batch"]
+    inputs = batch_inputs(SENTENCES, replace_unknowns=[True] * size, **request)
+    answer = signature(**{name: tf.constant(value) for name, value in inputs.items()})
+    tokens = [[t.decode() for t in row[0] if t] for row in answer["tokens"].numpy()]
+    assert tokens == [result.hypotheses[0] for result in expected]
+    reserved = {"<pad>", "<s>", "</s>", "<unk>"}
+    texts = ["".join(t for t in result.hypotheses[0] if t not in reserved) for result in expected]
+    assert [h.decode() for h in answer["hypotheses"].numpy()[:, 0]] == texts
+    replaced = sum(
+        a != b
+        for result, plain in zip(expected, unreplaced, strict=True)
+        for a, b in zip(result.hypotheses[0], plain.hypotheses[0], strict=True)
+    )
+    assert replaced >= 20, replaced  # unknowns were there, and replaced
+    assert "<unk>" not in {t for row in tokens for t in row}
