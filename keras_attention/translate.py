@@ -41,6 +41,11 @@ def parse_arguments(argv=None):
     parser.add_argument("--max-decoding-length", type=int, default=256)
     parser.add_argument("--disable-unk", action="store_true")
     parser.add_argument(
+        "--replace-unknowns",
+        action="store_true",
+        help="replace each <unk> of a translation by the source token it is aligned to",
+    )
+    parser.add_argument(
         "--max-batch-size",
         type=int,
         default=32,
@@ -95,6 +100,7 @@ def main(argv=None):
             "min_decoding_length",
             "max_decoding_length",
             "disable_unk",
+            "replace_unknowns",
             "batch_type",
         )
     }

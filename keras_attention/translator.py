@@ -32,10 +32,17 @@ _MISSING = object()  # (an iterable that ran out before the other)
 @dataclasses.dataclass
 class TranslationResult:
     """One text's answer, as CTranslate2's: `hypotheses`, best first (texts,
-    not tokens), and their `scores` (empty unless asked for)."""
+    not tokens), their `scores` (empty unless asked for) and their
+    `attention` (empty unless asked for): per hypothesis, one vector per
+    target token (the end token has none), its attention over the source
+    tokens (the last decoder layer's cross-attention, averaged over the
+    heads); `alignments`, per hypothesis, the source position of each
+    vector's largest weight (-1 where the source is empty)."""
 
     hypotheses: list
     scores: list
+    attention: list = dataclasses.field(default_factory=list)
+    alignments: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -143,6 +150,8 @@ class Translator:
         max_decoding_length=256,
         min_decoding_length=1,
         return_scores=False,
+        return_attention=False,
+        replace_unknowns=False,
     ):
         """Translates texts; returns one `TranslationResult` per text, in
         order.
@@ -165,6 +174,11 @@ class Translator:
             suppress_sequences: optional list of str, texts never produced
                 (each tokenized as the target side is).
             return_scores: bool, fill each result's `scores`.
+            return_attention: bool, fill each result's `attention` and
+                `alignments`.
+            replace_unknowns: bool, each `<unk>` token of a translation
+                becomes the source token it is aligned to (the one its
+                attention weighs most).
         """
         source = _texts("source", source)
         prefixes = [""] * len(source) if target_prefix is None else target_prefix
@@ -184,8 +198,14 @@ class Translator:
             "min_decoding_length": (min_decoding_length, np.int32),
             "max_decoding_length": (max_decoding_length, np.int32),
             "disable_unk": (disable_unk, np.bool_),
+            "return_attention": (return_attention, np.bool_),
+            "replace_unknowns": (replace_unknowns, np.bool_),
         }
         _check_options(options)
+        if return_attention or replace_unknowns:
+            self._require_input("return_attention" if return_attention else "replace_unknowns")
+        else:  # (an export from before them answers as it did)
+            options = {k: v for k, v in options.items() if k in self._signature_inputs()}
         results = [None] * len(source)
         for rows in _batches(
             self._lengths(source, max_batch_size, batch_type), max_batch_size, batch_type
@@ -200,11 +220,31 @@ class Translator:
             outputs = self._signature(**{k: self._tf.constant(v) for k, v in inputs.items()})
             hypotheses = outputs["hypotheses"].numpy()
             scores = outputs["scores"].numpy()
+            if return_attention:
+                tokens, alignments = outputs["tokens"].numpy(), outputs["alignments"].numpy()
+                weights = outputs["attention"].numpy()  # [b, N, T, S]
+                source_lengths = self._lengths([source[i] for i in rows], 1, "tokens")
             for row, i in enumerate(rows):
                 texts = [h.decode("utf-8") for h in hypotheses[row][:num_hypotheses]]
                 kept = [float(s) for s in scores[row][:num_hypotheses]] if return_scores else []
                 results[i] = TranslationResult(texts, kept)
+                if return_attention:
+                    width = min(source_lengths[row], self.max_input_length or source_lengths[row])
+                    for n in range(num_hypotheses):
+                        length = sum(1 for token in tokens[row, n] if token)
+                        results[i].attention.append(weights[row, n, :length, :width].tolist())
+                        results[i].alignments.append(alignments[row, n, :length].tolist())
         return results
+
+    def _signature_inputs(self):
+        return set(self._signature.structured_input_signature[1])
+
+    def _require_input(self, name):
+        if name not in self._signature_inputs():
+            raise ValueError(
+                f"{self.model_path}'s `{SIGNATURE}` has no `{name}` input (an export from an "
+                "older version): export the run again with `python -m keras_attention.export RUN`"
+            )
 
     def score_batch(self, source, target, *, max_batch_size=0, batch_type="examples"):
         """Scores each of `target` as the translation of its `source` (lists

@@ -111,18 +111,43 @@ BATCH_OPTIONS = {
 }
 
 
+# `translate_batch` with alignments, one value for each of TEXTS: rows that
+# ask for the attention, for unknowns replaced, for both and for neither;
+# target prefixes of a character the vocabulary lacks ("a": `<unk>`), so
+# that there is an unknown to replace.
+ALIGN_OPTIONS = {
+    "beam_size": [1, 2, 3, 2],
+    "num_hypotheses": [1, 2, 2, 1],
+    "target_prefix": ["a", "a", "9a", "a"],
+    "return_attention": [True, False, True, False],
+    "replace_unknowns": [True, True, False, False],
+}
+
+# Options sent once for all texts (`[1]`, `[1, S]`), which the graph repeats
+# for each text: the same answers as the same values sent per text.
+ONE_FOR_ALL = {
+    "beam_size": [3],
+    "num_hypotheses": [2],
+    "length_penalty": [0.5],
+    "target_prefix": ["9"],
+    "return_attention": [True],
+    "suppress_sequences": [["1", "23"]],
+}
+
+
 # Answers of 40 to 60 tokens, longer than the compiled search's first room
 # (twice the longest source and 16 more: 28 tokens, a buffer of 32), so the
 # XLA export searches them again with the whole room.
 LONG_OPTIONS = {"min_decoding_length": [40] * len(TEXTS), "max_decoding_length": [60] * len(TEXTS)}
 
 
-def batch_inputs(texts, **options):
+def batch_inputs(texts, rows=None, **options):
     """`translate_batch`'s inputs for `texts`: CTranslate2's defaults, or
-    per row the values given (one list per option)."""
+    per row the values given (one list per option). `rows`: how many
+    values each option has (default: one per text)."""
     from keras_attention.export import translate_batch
 
-    n = len(texts)
+    n = len(texts) if rows is None else rows
     inputs = {"text": as_bytes(texts)}
     for name, default in translate_batch.defaults().items():
         values = options.get(name, [default] * n)
@@ -180,10 +205,21 @@ def requests(exports):
     ]
     long_answers = [("translate_batch", batch_inputs(TEXTS, **LONG_OPTIONS))]
     scored = [("score_batch", {"source": texts, "target": as_bytes([t[::-1] for t in TEXTS])})]
+    aligned = [("translate_batch", batch_inputs(TEXTS, **ALIGN_OPTIONS))]
+    defaults = [
+        ("translate_batch", {"text": texts}),  # every option from the SignatureDef's defaults
+        ("translate_batch", batch_inputs(TEXTS, rows=1, **ONE_FOR_ALL)),
+        (
+            "translate_batch",
+            batch_inputs(TEXTS, **{k: v * n for k, v in ONE_FOR_ALL.items()}),
+        ),
+    ]
     return {
-        str(exports.translator_v1): translation + warmup + scored + batch,
-        str(exports.translator_v2): translation + batch[:2] + long_answers,
-        str(exports.rnn_path): translation[:3] + batch[1:2],
+        # (The requests added last go before `scored`: tests read the
+        # others by their place from the end.)
+        str(exports.translator_v1): translation + warmup + aligned + defaults + scored + batch,
+        str(exports.translator_v2): translation + batch[:2] + long_answers + aligned,
+        str(exports.rnn_path): translation[:3] + aligned + batch[1:2],
         str(exports.classifier_path): [
             ("serving_default", {"text": texts}),
             ("serving_default", {"text": odd}),

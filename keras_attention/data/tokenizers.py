@@ -22,6 +22,19 @@ TOKENIZERS = ("character", "subword")
 WORD_BOUNDARY = "\u2581"  # SentencePiece's "▁", a space before a word
 
 
+def _without_reserved(tokens):
+    """String tokens with the reserved ones made ""."""
+    reserved = tf.reduce_any(tokens[..., None] == tf.constant(RESERVED), axis=-1)
+    return tf.where(reserved, "", tokens)
+
+
+def _join_pieces(tokens):
+    """SentencePiece pieces `[B, T]` ("" padding, reserved left out) ->
+    text `[B]`: joined, each "▁" a space, the ends stripped."""
+    text = tf.strings.reduce_join(_without_reserved(tokens), axis=-1)
+    return tf.strings.strip(tf.strings.regex_replace(text, WORD_BOUNDARY, " "))
+
+
 def _before_end(ids):
     """True at the ids before the first end id of each row."""
     return tf.math.cumsum(tf.cast(ids == END_ID, tf.int32), axis=-1, exclusive=True) == 0
@@ -83,8 +96,13 @@ class CharacterTokenizer(tf.Module):
         Bytes that are not UTF-8 become U+FFFD (unknown, unless it is in the
         vocabulary) instead of an error.
         """
-        characters = tf.strings.unicode_split(texts, "UTF-8", errors="replace")
-        return tf.ragged.map_flat_values(self._table.lookup, characters)
+        return tf.ragged.map_flat_values(self._table.lookup, self.tokenize_as_strings(texts))
+
+    def tokenize_as_strings(self, texts):
+        """`tf.string [B]` -> `RaggedTensor [B, None]` of strings: the token
+        behind each id of `tokenize`, as the text has it (a character the
+        vocabulary lacks too)."""
+        return tf.strings.unicode_split(texts, "UTF-8", errors="replace")
 
     def detokenize(self, ids):
         """int `[B, T]` -> `tf.string [B]`: the tokens before the first end id,
@@ -94,6 +112,12 @@ class CharacterTokenizer(tf.Module):
         tokens = tf.gather(self._tokens, ids)
         tokens = tf.where(ids == PAD_ID, "", tokens)
         return tf.strings.reduce_join(tokens, axis=-1)
+
+    def detokenize_strings(self, tokens):
+        """`tf.string [B, T]` tokens ("" padding) -> `tf.string [B]`, as
+        `detokenize` makes text of their ids (reserved tokens left out);
+        for tokens that need not be in the vocabulary."""
+        return tf.strings.reduce_join(_without_reserved(tokens), axis=-1)
 
     def save(self, path):
         """Writes the vocabulary, one token per line."""
@@ -180,6 +204,7 @@ class SubwordTokenizer(tf.Module):
         processor = sentencepiece.SentencePieceProcessor(model_proto=self.model)
         self.vocabulary = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
         self._sentencepiece = SentencePieceOps(self.model, tf.int32)
+        self._pieces = SentencePieceOps(self.model, tf.string)
 
     @classmethod
     def train(cls, texts, vocabulary_size):
@@ -218,11 +243,23 @@ class SubwordTokenizer(tf.Module):
         """`tf.string [B]` -> int32 `RaggedTensor [B, None]`, no start or end id."""
         return self._sentencepiece("tokenize", texts)
 
+    def tokenize_as_strings(self, texts):
+        """`tf.string [B]` -> `RaggedTensor [B, None]` of strings: the piece
+        behind each id of `tokenize` (a piece the vocabulary lacks too)."""
+        return self._pieces("tokenize", texts)
+
     def detokenize(self, ids):
         """int `[B, T]` -> `tf.string [B]`, up to the first end id."""
         ids = tf.cast(ids, tf.int32)
         keep = _before_end(ids) & (ids >= len(RESERVED))
         return self._sentencepiece("detokenize", tf.ragged.boolean_mask(ids, keep))
+
+    def detokenize_strings(self, tokens):
+        """`tf.string [B, T]` pieces ("" padding) -> `tf.string [B]`, as
+        SentencePiece decodes the pieces of a unigram model (joined, "▁" a
+        space, the ends stripped; reserved pieces left out); for pieces
+        that need not be in the vocabulary."""
+        return _join_pieces(tokens)
 
     def save(self, path):
         Path(path).write_bytes(self.model)
@@ -311,6 +348,11 @@ class MappedSubwordTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, tf.string)
         if texts.shape.rank == 0:
             return self.tokenize(texts[None])[0]
+        return tf.ragged.map_flat_values(self._ids.lookup, self.tokenize_as_strings(texts))
+
+    def tokenize_as_strings(self, texts):
+        """`tf.string [B]` -> `RaggedTensor [B, None]` of strings: the piece
+        behind each id of `tokenize` (a piece the vocabulary lacks too)."""
         codes = tf.zeros([tf.shape(texts)[0], 0], tf.string)
         if self.language_codes:
             # `MarianTokenizer.remove_language_code`: ">>" up to the first "<<".
@@ -321,11 +363,10 @@ class MappedSubwordTokenizer(tf.Module):
         if self.space_as_prefix:
             texts = tf.strings.regex_replace(texts, "^ ", "")
         pieces = tf.concat([codes, self._sentencepiece("tokenize", texts)], axis=1)
-        ids = tf.ragged.map_flat_values(self._ids.lookup, pieces)
         if self.append_end:
-            ends = tf.fill([ids.nrows(), 1], END_ID)
-            ids = tf.concat([ids, tf.RaggedTensor.from_tensor(ends)], axis=1)
-        return ids
+            ends = tf.fill([pieces.nrows(), 1], END)
+            pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(ends)], axis=1)
+        return pieces
 
     def detokenize(self, ids):
         """int `[B, T]` -> `tf.string [B]`, up to the first end id, without
@@ -337,6 +378,12 @@ class MappedSubwordTokenizer(tf.Module):
             return self._sentencepiece("detokenize", model_ids)
         text = tf.strings.reduce_join(tf.gather(self._tokens, kept), axis=-1)
         return tf.strings.strip(tf.strings.regex_replace(text, WORD_BOUNDARY, " "))
+
+    def detokenize_strings(self, tokens):
+        """`tf.string [B, T]` pieces ("" padding) -> `tf.string [B]`, as
+        `detokenize` joins the pieces of ids (without byte fallback); for
+        pieces that need not be in the vocabulary."""
+        return _join_pieces(tokens)
 
     def save(self, path):
         """Writes the vocabulary and options as JSON to `path` and the

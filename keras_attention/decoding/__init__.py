@@ -13,12 +13,15 @@ target, `end_id` (default 2) ends it.
 `search` decodes with CTranslate2's options (`DecodingOptions`: n-best
 lists, target prefixes, its length penalty and stopping rule, repetition
 penalties, banned n-grams and sequences, length bounds); `score_targets`
-gives each token of given answers its log-probability.
+gives each token of given answers its log-probability; `alignments` the
+source position each token of the answers attended to most (CTranslate2's
+`return_attention`), read back by teacher forcing (`cross_attention`).
 
 The package: `greedy.py` (`greedy_search`), `sampling.py` (`sample`,
 `filter_logits`, `gumbel_noise`), `beam.py` (`beam_search`,
 `best_extensions`), `constraints.py` (rules applied to a step's logits),
-`options.py` (`DecodingOptions`, `search`), and `_loop.py`, what they share
+`options.py` (`DecodingOptions`, `search`), `alignments.py`
+(`alignments`, `cross_attention`, `decoder_inputs`), and `_loop.py`, what they share
 (the loop that drops finished rows, the one-best loop of greedy search and
 sampling, `Scoring`: how hypotheses are scored and rows stopped).
 """
@@ -26,6 +29,7 @@ sampling, `Scoring`: how hypotheses are scored and rows stopped).
 from typing import Protocol
 
 from keras_attention.decoding._loop import first_argmax
+from keras_attention.decoding.alignments import alignments, cross_attention, decoder_inputs
 from keras_attention.decoding.beam import beam_search, best_extensions, most_hypotheses
 from keras_attention.decoding.constraints import Constraints
 from keras_attention.decoding.greedy import greedy_search
@@ -38,8 +42,11 @@ __all__ = [
     "Constraints",
     "Decodable",
     "DecodingOptions",
+    "alignments",
     "beam_search",
     "best_extensions",
+    "cross_attention",
+    "decoder_inputs",
     "filter_logits",
     "first_argmax",
     "greedy_search",
@@ -63,6 +70,11 @@ class Decodable(Protocol):
 
     `suppressed_ids` (optional): token ids never generated, which still
     count in each step's softmax (a converted Marian model's `<pad>`).
+
+    `attention_scores(inputs)` (optional, an encoder-decoder's): every
+    layer's attention weights for `{"source_ids", "target_ids"}`, the
+    decoder's cross-attention under `"decoder_cross_attention"` (a list of
+    `[B, H, T, S]`); `alignments` reads the last.
     """
 
     is_decoder_only: bool

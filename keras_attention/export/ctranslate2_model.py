@@ -7,13 +7,18 @@ Q/K/V projection, one output projection, its layer norm) and a feed-forward
 network; per decoder layer the same plus an encoder-decoder attention (Q,
 then fused K/V, then output). Our layers keep the same fusions, so each
 weight is copied across, transposed (CTranslate2 stores `[out, in]`, Keras
-`[in, out]`). Three things CTranslate2 would otherwise choose differently
+`[in, out]`). Four things CTranslate2 would otherwise choose differently
 are set explicitly:
 
 - the position table: ours interleaves sin and cos from position 0, while
   CTranslate2's built-in sinusoid concatenates the halves;
 - the layer-norm epsilon (ours 1e-6, CTranslate2's default 1e-5);
-- post-norm (`pre_norm=False`) for the paper's post-norm models.
+- post-norm (`pre_norm=False`) for the paper's post-norm models;
+- the attention it returns (`return_attention`, `replace_unknowns`): the
+  last decoder layer's cross-attention averaged over all its heads
+  (`alignment_heads=0`), as `keras_attention.decoding.alignments` and the
+  export's `translate_batch` give it; CTranslate2's default is the first
+  head alone.
 
 `ctranslate2` is an optional dependency (`pip install ctranslate2`), needed
 only here.
@@ -130,6 +135,8 @@ def transformer_spec(model, source_vocabulary, target_vocabulary, num_positions=
         model.num_heads,
         pre_norm=model.norm_first,
         activation=getattr(common_spec.Activation, ACTIVATIONS[activation]),
+        alignment_layer=-1,  # the last decoder layer's cross-attention,
+        alignment_heads=0,  # averaged over all its heads
     )
     (epsilon,) = {block.layer_norm_epsilon for block in model.encoder.blocks}
     spec.config.layer_norm_epsilon = epsilon

@@ -24,14 +24,30 @@ Inputs (B texts; every option one value per text):
 | `min_decoding_length` | int32 `[B]` | 1 |
 | `max_decoding_length` | int32 `[B]` | 256 |
 | `disable_unk` | bool `[B]` | false |
+| `return_attention` | bool `[B]` | false |
+| `replace_unknowns` | bool `[B]` | false |
 | `suppress_sequences` | string `[B, S]`, "" padded | none |
+
+Every input but `text` may also be left out (TF Serving then feeds the
+SignatureDef's default, CTranslate2's, a `[1]` tensor) or sent as one
+value for every text (`[1]`, `[1, S]`): the graph repeats it for each text.
 
 Outputs: `hypotheses` string `[B, N]` (N: the batch's largest
 `num_hypotheses`; a row's n-best list is its first `num_hypotheses`, best
-first, the others ""), `scores` float32 `[B, N]` (0 after a row's list)
-and `tokens` string `[B, N, T]`, each hypothesis's tokens ("" padded).
+first, the others ""), `scores` float32 `[B, N]` (0 after a row's list),
+`tokens` string `[B, N, T]`, each hypothesis's tokens ("" padded),
+`alignments` int32 `[B, N, T]`, the source position each token attended to
+most (-1 padded, and -1 for rows without `return_attention`), and
+`attention` float32 `[B, N, T, S]`, each token's attention over the source
+tokens (its last decoder layer's cross-attention averaged over the heads;
+0 for rows without `return_attention`, and S is 0 when no row asks).
+Alignments and attention come from one more pass of the model over the
+answers, run only when a row asks (`keras_attention.decoding.alignments`).
 Each text of `suppress_sequences` is tokenized as the target side is, into
-the sequence of tokens never produced.
+the sequence of tokens never produced. With `replace_unknowns`, an `<unk>`
+token of an answer becomes the source token it is aligned to (as the
+source text has it, where the source tokenizer can say:
+`tokenize_as_strings`), in `tokens` and in the hypothesis's text.
 
 The options mean what they mean in `keras_attention.decoding.search`. A
 row whose options are out of range (a beam size outside 1 to
@@ -49,7 +65,13 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.pipeline import bucket_of, length_buckets, pad_to_bucket
-from keras_attention.data.tokenizers import END_ID, PAD_ID, token_ids
+from keras_attention.data.tokenizers import (
+    END_ID,
+    PAD_ID,
+    UNKNOWN_ID,
+    repair_utf8,
+    token_ids,
+)
 
 MAX_BEAM_SIZE = 16  # the most beams a request may ask for, in every signature
 # The most tokens a request may ask for: a bound on the buffers one request
@@ -67,6 +89,8 @@ OPTIONS = {
     "min_decoding_length": (tf.int32, 1),
     "max_decoding_length": (tf.int32, 256),
     "disable_unk": (tf.bool, False),
+    "return_attention": (tf.bool, False),
+    "replace_unknowns": (tf.bool, False),
 }
 TEXT_OPTIONS = {"target_prefix": "", "suppress_sequences": [""]}
 INPUTS = [
@@ -82,19 +106,28 @@ def defaults():
     return {**{name: default for name, (_, default) in OPTIONS.items()}, **TEXT_OPTIONS}
 
 
-def check_options(text, options):
-    """Fails the request, naming the option, the row and the value, unless
-    every option has one value per text within its range."""
-    checks = []
+def per_text(text, options):
+    """`options` with one value per text: an option sent (or defaulted) as
+    one value `[1]` (`[1, S]`) repeated for each text. Fails the request,
+    naming the option, unless each has one value per text or one."""
     batch_size = tf.shape(text)[0]
+    repeated = {}
     for name, value in options.items():
-        checks.append(
-            tf.debugging.assert_equal(
-                tf.shape(value)[0],
-                batch_size,
-                message=f"translate_batch: `{name}` needs one value per text",
-            )
+        rows = tf.shape(value)[0]
+        check = tf.debugging.Assert(
+            (rows == batch_size) | (rows == 1),
+            [f"translate_batch: `{name}` needs one value per text (or one for all); got", rows],
         )
+        with tf.control_dependencies([check]):
+            shape = tf.concat([[batch_size], tf.shape(value)[1:]], 0)
+            repeated[name] = tf.broadcast_to(value, shape)
+    return repeated
+
+
+def check_options(options):
+    """Fails the request, naming the option, the row and the value, unless
+    every option is within its range."""
+    checks = []
     most = decoding.most_hypotheses(options["beam_size"], options["patience"])
     ranges = [
         (
@@ -123,19 +156,16 @@ def check_options(text, options):
             f"from 1 to {MAX_DECODING_LENGTH}",
         ),
     ]
-    with tf.control_dependencies(checks):
-        for name, valid, requirement in ranges:
-            # The first row out of range (row 0 of an empty batch, which passes).
-            row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
-            value = tf.gather(
-                tf.concat([options[name], tf.zeros([1], options[name].dtype)], 0), row
+    for name, valid, requirement in ranges:
+        # The first row out of range (row 0 of an empty batch, which passes).
+        row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
+        value = tf.gather(tf.concat([options[name], tf.zeros([1], options[name].dtype)], 0), row)
+        checks.append(
+            tf.debugging.Assert(
+                tf.reduce_all(valid),
+                [f"translate_batch: `{name}` must be {requirement}; row", row, "has", value],
             )
-            checks.append(
-                tf.debugging.Assert(
-                    tf.reduce_all(valid),
-                    [f"translate_batch: `{name}` must be {requirement}; row", row, "has", value],
-                )
-            )
+        )
     return checks
 
 
@@ -162,9 +192,10 @@ def by_groups(keys, outputs, decode):
 
 
 def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length, jit_compile=False):
-    """The signature's `tf.function`, for `tf.saved_model.save`. With
-    `jit_compile`, each group's search is compiled by XLA (see
-    `compiled_search`)."""
+    """The signature's `tf.function`, for `tf.saved_model.save` (which
+    records its inputs' defaults: `with_defaults`). With `jit_compile`,
+    each group's search is compiled by XLA (see `compiled_search`)."""
+    source_vocabulary = tf.constant(source_tokenizer.vocabulary)
     target_vocabulary = tf.constant(target_tokenizer.vocabulary)
     run_search = compiled_search(model, max_input_length) if jit_compile else search
 
@@ -173,14 +204,36 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
         ids = token_ids(target_tokenizer, texts, MAX_DECODING_LENGTH)
         return tf.where(ids == END_ID, PAD_ID, ids)
 
+    def source_tokens(texts, source_ids):
+        """The source tokens `[B, S]` behind `source_ids` `[B, S]`, as the
+        texts have them where the tokenizer can say, "" padded."""
+        if not hasattr(source_tokenizer, "tokenize_as_strings"):
+            return tf.where(source_ids == PAD_ID, "", tf.gather(source_vocabulary, source_ids))
+        tokens = source_tokenizer.tokenize_as_strings(repair_utf8(texts))[:, :max_input_length]
+        return tokens.to_tensor(default_value="", shape=tf.shape(source_ids))
+
+    def text_of(ids, tokens, replaced):
+        """Hypotheses' text `[n]` from their ids `[n, T]`, or from their
+        tokens `[n, T]` where one was `replaced` (bool `[n]`): a source
+        token need not be in the target vocabulary."""
+        text = target_tokenizer.detokenize(ids)
+        if not hasattr(target_tokenizer, "detokenize_strings"):
+            return text
+        return tf.where(replaced, target_tokenizer.detokenize_strings(tokens), text)
+
     @tf.function(input_signature=INPUTS)
     def signature(text, target_prefix, *values):
         *values, suppress_sequences = values
-        options = dict(zip(OPTIONS, values, strict=True))
-        checks = check_options(
+        options = per_text(
             text,
-            {"target_prefix": target_prefix, **options, "suppress_sequences": suppress_sequences},
+            {
+                "target_prefix": target_prefix,
+                **dict(zip(OPTIONS, values, strict=True)),
+                "suppress_sequences": suppress_sequences,
+            },
         )
+        target_prefix, suppress_sequences = options["target_prefix"], options["suppress_sequences"]
+        checks = check_options(options)
         batch_size = tf.shape(text)[0]
         width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
         length = tf.maximum(tf.reduce_max(options["max_decoding_length"]), 1)
@@ -256,18 +309,103 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
         ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of an answer
         real = ids != PAD_ID
         longest = tf.reduce_max(tf.reduce_sum(tf.cast(real, tf.int32), axis=2))
-        ids = ids[:, :, : tf.maximum(longest, 1)]
-        flat = tf.reshape(ids, [-1, tf.shape(ids)[2]])
-        hypotheses = tf.reshape(target_tokenizer.detokenize(flat), [batch_size, width])
-        tokens = tf.where(ids == PAD_ID, "", tf.gather(target_vocabulary, ids))
-        return {"hypotheses": hypotheses, "scores": outputs["scores"], "tokens": tokens}
+        ids = ids[:, :, : tf.maximum(longest, 1)]  # [B, N, T]
+        tokens = tf.where(ids == PAD_ID, "", tf.gather(target_vocabulary, ids))  # [B, N, T]
 
-    return signature
+        # Alignments: one more pass of the model, only when a row asks.
+        return_attention, replace = options["return_attention"], options["replace_unknowns"]
+        source_ids = token_ids(source_tokenizer, text, max_input_length)  # [B, S]
+
+        def not_asked():
+            return tf.fill(tf.shape(ids), -1), tf.zeros(tf.concat([tf.shape(ids), [0]], 0))
+
+        positions, attention = tf.cond(
+            tf.reduce_any(return_attention | replace),
+            lambda: alignments(model, source_ids, ids),  # [B, N, T], [B, N, T, S]
+            not_asked,
+        )
+        unknown = (ids == UNKNOWN_ID) & (positions >= 0) & replace[:, None, None]  # [B, N, T]
+
+        def replaced():
+            # Each unknown token: the source token at its position.
+            source = source_tokens(text, source_ids)  # [B, S]
+            aligned = tf.gather(source, tf.maximum(positions, 0), batch_dims=1)  # [B, N, T]
+            return tf.where(unknown, aligned, tokens)
+
+        tokens = tf.cond(tf.reduce_any(unknown), replaced, lambda: tokens)  # [B, N, T]
+        hypotheses = text_of(
+            tf.reshape(ids, [-1, tf.shape(ids)[2]]),
+            tf.reshape(tokens, [-1, tf.shape(ids)[2]]),
+            tf.reshape(tf.reduce_any(unknown, axis=2), [-1]),
+        )
+        hypotheses = tf.reshape(hypotheses, [batch_size, width])
+        return {
+            "hypotheses": hypotheses,
+            "scores": outputs["scores"],
+            "tokens": tokens,
+            "alignments": tf.where(return_attention[:, None, None], positions, -1),
+            "attention": tf.where(return_attention[:, None, None, None], attention, 0.0),
+        }
+
+    return with_defaults(signature)
+
+
+def with_defaults(signature):
+    """`signature` (a `tf.function` of `INPUTS`) as a `tf.function` whose
+    inputs after `text` have CTranslate2's defaults, one value `[1]` each
+    (`[1, 1]` for `suppress_sequences`): `tf.saved_model.save` records
+    Python defaults that are tensors in the SignatureDef's `defaults`,
+    which TF Serving feeds for the inputs a request leaves out (TF's
+    Python loader does not). It calls `signature`'s concrete function,
+    traced once: the save traces this thin function again, not the search."""
+    concrete = signature.get_concrete_function()
+
+    # Each input's default: the value `defaults()` gives, as a tensor `[1]`
+    # (`[""]`, and `[[""]]` for suppress_sequences).
+    given = {name: tf.constant([value]) for name, value in TEXT_OPTIONS.items()}
+    given.update({name: tf.constant([value], dtype) for name, (dtype, value) in OPTIONS.items()})
+
+    @tf.function(input_signature=INPUTS)
+    def translate_batch(
+        text,
+        target_prefix=given["target_prefix"],
+        beam_size=given["beam_size"],
+        patience=given["patience"],
+        num_hypotheses=given["num_hypotheses"],
+        length_penalty=given["length_penalty"],
+        repetition_penalty=given["repetition_penalty"],
+        no_repeat_ngram_size=given["no_repeat_ngram_size"],
+        min_decoding_length=given["min_decoding_length"],
+        max_decoding_length=given["max_decoding_length"],
+        disable_unk=given["disable_unk"],
+        return_attention=given["return_attention"],
+        replace_unknowns=given["replace_unknowns"],
+        suppress_sequences=given["suppress_sequences"],
+    ):
+        return concrete(
+            text,
+            target_prefix,
+            beam_size,
+            patience,
+            num_hypotheses,
+            length_penalty,
+            repetition_penalty,
+            no_repeat_ngram_size,
+            min_decoding_length,
+            max_decoding_length,
+            disable_unk,
+            return_attention,
+            replace_unknowns,
+            suppress_sequences,
+        )
+
+    return translate_batch
 
 
 # The search is written with `keras.ops` for every backend: AutoGraph has
 # nothing to convert in it.
 search = tf.autograph.experimental.do_not_convert(decoding.search)
+alignments = tf.autograph.experimental.do_not_convert(decoding.alignments)
 
 
 def compiled_search(model, max_input_length):

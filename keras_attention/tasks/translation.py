@@ -1,29 +1,13 @@
 """Translation: an encoder-decoder (`Transformer`, `Seq2SeqAttention`)."""
 
 import numpy as np
-from keras import ops
 
 from keras_attention import decoding
-from keras_attention.data.tokenizers import END, END_ID, START_ID
+from keras_attention.data.tokenizers import END, END_ID
+from keras_attention.decoding import cross_attention, decoder_inputs  # noqa: F401  (kept importable here)
 from keras_attention.tasks.base import Task, before_end, text_of
 
 MAX_EXPLORER_BEAM_SIZE = 8  # the explorer's page offers beams 1 to 8
-
-
-def decoder_inputs(output_ids):
-    """`<s> y1 .. y(T-1)` for an answer `y1 .. yT` `[B, T]`: teacher-forced,
-    row t of the decoder's attention is what it attended to while
-    producing y_t (the way attention pictures are drawn)."""
-    start = ops.full([ops.shape(output_ids)[0], 1], START_ID, dtype=output_ids.dtype)
-    return ops.concatenate([start, output_ids[:, :-1]], axis=1)
-
-
-def cross_attention(model, source_ids, output_ids):
-    """The last decoder layer's cross-attention `[B, H, T, S]` (H = 1 for
-    the RNN), float32, while the model produced `output_ids` `[B, T]` (an
-    answer with its end token), teacher-forced (`decoder_inputs`)."""
-    inputs = {"source_ids": source_ids, "target_ids": decoder_inputs(output_ids)}
-    return ops.cast(model.attention_scores(inputs)["decoder_cross_attention"][-1], "float32")
 
 
 class Translation(Task):

@@ -8,6 +8,7 @@ from keras_attention.data.tokenizers import (
     END_ID,
     UNKNOWN_ID,
     CharacterTokenizer,
+    MappedSubwordTokenizer,
     SubwordTokenizer,
     load_run_tokenizer,
 )
@@ -82,6 +83,35 @@ def test_subword_tokenizer_round_trip_in_a_graph(tmp_path):
     path = tmp_path / "source.model"
     tokenizer.save(path)
     assert SubwordTokenizer.load(path).vocabulary == tokenizer.vocabulary
+
+
+@pytest.mark.parametrize("kind", ["character", "subword", "mapped"])
+def test_tokens_as_strings_are_the_tokens_of_the_ids_and_make_their_text(kind):
+    """`tokenize_as_strings`: one string per id of `tokenize`, the
+    vocabulary's token where it has one, the text's own piece where it
+    lacks it (replacing unknowns needs it); `detokenize_strings` makes of
+    the tokens the text `detokenize` makes of the ids, and keeps a token
+    the vocabulary lacks."""
+    subword = SubwordTokenizer.train(CORPUS, vocabulary_size=60)
+    tokenizer = {
+        "character": lambda: CharacterTokenizer.train(CORPUS),
+        "subword": lambda: subword,
+        "mapped": lambda: MappedSubwordTokenizer(
+            subword.model, subword.vocabulary, append_end=True
+        ),
+    }[kind]()
+    texts = tf.constant(["the cat ran in the park", "o gato \u03a9"])  # Ω: in no vocabulary
+    ids = tokenizer.tokenize(texts).to_tensor().numpy()
+    strings = tokenizer.tokenize_as_strings(texts).to_tensor().numpy()
+    assert strings.shape == ids.shape
+    known = (ids != 0) & (ids != UNKNOWN_ID)
+    vocabulary = np.array([t.encode() for t in tokenizer.vocabulary], object)
+    assert (strings[known] == vocabulary[ids[known]]).all()
+    (unknown,) = strings[ids == UNKNOWN_ID]
+    assert "\u03a9" in unknown.decode()
+    tokens = np.where(ids == 0, b"", vocabulary[ids])
+    assert tokenizer.detokenize_strings(tokens).numpy()[0] == tokenizer.detokenize(ids).numpy()[0]
+    assert tokenizer.detokenize_strings(strings).numpy()[1].decode() == "o gato \u03a9"
 
 
 def test_subword_tokenizer_bad_files(tmp_path):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from export_helpers import (
+    ALIGN_OPTIONS,
     BATCH_OPTIONS,
     BEAM_SIZE,
     LONG_OPTIONS,
@@ -66,8 +67,16 @@ def test_signatures_inputs_and_outputs(exports, served):
     options = signatures["translate_with_options"]
     assert options["inputs"] == ["beam_size", "max_length", "text"]
     assert options["outputs"] == ["translation"]
-    assert signatures["translate_batch"]["inputs"] == sorted(["text", *BATCH_OPTIONS])
-    assert signatures["translate_batch"]["outputs"] == ["hypotheses", "scores", "tokens"]
+    assert signatures["translate_batch"]["inputs"] == sorted(
+        ["text", *BATCH_OPTIONS, "return_attention", "replace_unknowns"]
+    )
+    assert signatures["translate_batch"]["outputs"] == [
+        "alignments",
+        "attention",
+        "hypotheses",
+        "scores",
+        "tokens",
+    ]
     assert signatures["score_batch"]["inputs"] == ["source", "target"]
     assert signatures["score_batch"]["outputs"] == ["log_prob", "log_probs", "tokens"]
     assert signatures["tokenize"]["inputs"] == ["text"]
@@ -182,7 +191,7 @@ def test_the_xla_export_searches_long_answers_again(exports, served):
     """Answers of 40 to 60 tokens (`LONG_OPTIONS`): the compiled search's
     first room (a buffer of 32) cuts them short, so it searches them again
     with the whole room, and each is `decoding.search`'s."""
-    (answer,) = answers(served, exports.translator_v2)[11:]
+    answer = answers(served, exports.translator_v2)[11]
     for row, text in enumerate(TEXTS):
         options = {name: values[row] for name, values in LONG_OPTIONS.items()}
         texts, tokens, scores = search_in_process(
@@ -531,3 +540,103 @@ def test_score_batch_scores_each_target_token_as_in_process(exports, served):
     assert [[t.decode() for t in row if t] for row in answer["tokens"]] == [
         [*t[::-1], "</s>"] for t in TEXTS
     ]
+
+
+def width_of(array, width, fill):
+    """`array` `[..., T]` cut or padded (with `fill`) to `width` on its last axis."""
+    array = array[..., :width]
+    padding = [(0, 0)] * (array.ndim - 1) + [(0, width - array.shape[-1])]
+    return np.pad(array, padding, constant_values=fill)
+
+
+def test_translate_batch_alignments_and_unknowns_replaced(exports, served):
+    """`return_attention` and `replace_unknowns`, a different pair in each
+    row: the rows that ask get `decoding.alignments` of their answers (the
+    Transformer's heads averaged; the RNN's one head), the others -1 and
+    0; the `<unk>` of the prefix "a" becomes the source token it is
+    aligned to where asked, in the tokens and the text. The XLA export
+    answers as the plain one."""
+    tokenizer = exports.tokenizer
+    reserved = {"<pad>", "<s>", "</s>", "<unk>"}
+    for model, answer in (
+        (exports.translator, answers(served, exports.translator_v1)[-9]),
+        (exports.rnn, answers(served, exports.rnn_path)[-2]),
+    ):
+        assert answer["alignments"].shape == answer["tokens"].shape
+        width = answer["tokens"].shape[2]
+        replaced = 0
+        for row, text in enumerate(TEXTS):
+            options = {name: values[row] for name, values in ALIGN_OPTIONS.items()}
+            asked, replace = options.pop("return_attention"), options.pop("replace_unknowns")
+            _, tokens, _ = search_in_process(exports, text, model, suppress_sequences=[], **options)
+            n = options["num_hypotheses"]
+            source = tokenizer.tokenize(tf.constant([text])).to_tensor()
+            found = [[tokenizer.vocabulary.index(t) for t in hypothesis] for hypothesis in tokens]
+            found = width_of(np.array([[h + [0] * (width - len(h)) for h in found]]), width, 0)
+            positions, weights = decoding.alignments(model, source, found)
+            positions, weights = np.asarray(positions)[0], np.asarray(weights)[0]
+            got = answer["alignments"][row, :n]
+            np.testing.assert_array_equal(got, positions if asked else np.full_like(got, -1))
+            got = answer["attention"][row, :n, :, : source.shape[1]]
+            np.testing.assert_allclose(got, weights if asked else 0, atol=1e-5)
+            assert not answer["attention"][row, :, :, source.shape[1] :].any()
+            if replace:
+                tokens = [
+                    [text[p] if t == "<unk>" else t for t, p in zip(h, positions[i], strict=False)]
+                    for i, h in enumerate(tokens)
+                ]
+                replaced += sum(h[0] != "<unk>" for h in tokens)
+            got = [
+                [t.decode() for t in hypothesis if t] for hypothesis in answer["tokens"][row, :n]
+            ]
+            assert got == tokens
+            texts = ["".join(t for t in h if t not in reserved).encode() for h in tokens]
+            assert list(answer["hypotheses"][row, :n]) == texts
+        assert replaced == 3  # rows 0 and 1 (two hypotheses)
+        assert (answer["alignments"][[0, 2]] >= 0).sum() >= 10
+    compiled = answers(served, exports.translator_v2)[12]
+    plain = answers(served, exports.translator_v1)[-9]
+    for key in plain:
+        if plain[key].dtype.kind == "f":
+            np.testing.assert_allclose(compiled[key], plain[key], atol=1e-5, err_msg=key)
+        else:
+            np.testing.assert_array_equal(compiled[key], plain[key], err_msg=key)
+
+
+def test_translate_batch_defaults_are_ctranslate2s_and_one_value_serves_every_text(exports, served):
+    """The SignatureDef (saved_model.pb) records CTranslate2's defaults, one
+    value `[1]` each, which TF Serving feeds for the inputs a request
+    leaves out; the graph repeats an input `[1]` for every text. A request
+    of texts alone gets the answer of every default sent per text, and
+    options sent once the answer of the same values sent per text."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from keras_attention.export import translate_batch
+
+    saved = saved_model_pb2.SavedModel.FromString(
+        (exports.translator_v1 / "saved_model.pb").read_bytes()
+    )
+    recorded = saved.meta_graphs[0].signature_def["translate_batch"].defaults
+    recorded = {name: tf.make_ndarray(value).tolist() for name, value in recorded.items()}
+    expected = {name: [value] for name, (_, value) in translate_batch.OPTIONS.items()}
+    assert recorded == {**expected, "target_prefix": [b""], "suppress_sequences": [[b""]]}
+    assert expected["beam_size"] == [2] and expected["max_decoding_length"] == [256]
+    text_only, one_for_all, per_text = answers(served, exports.translator_v1)[-8:-5]
+    every_default = answers(served, exports.translator_v1)[-4]
+    for got, wanted in ((text_only, every_default), (one_for_all, per_text)):
+        assert got.keys() == wanted.keys()
+        for key in got:
+            np.testing.assert_array_equal(got[key], wanted[key], err_msg=key)
+    assert one_for_all["hypotheses"].shape == (len(TEXTS), 2)  # (not the defaults' answer)
+    assert (one_for_all["alignments"] >= 0).any()
+    assert all(h.startswith(b"9") for h in one_for_all["hypotheses"][:, 0])
+
+
+def test_translate_batch_refuses_options_of_another_number_of_rows(exports):
+    from export_helpers import batch_inputs
+
+    signature = tf.saved_model.load(str(exports.translator_v1)).signatures["translate_batch"]
+    inputs = batch_inputs(TEXTS)
+    inputs["replace_unknowns"] = np.array([True, False])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="`replace_unknowns` needs one value"):
+        signature(**{name: tf.constant(value) for name, value in inputs.items()})

@@ -206,3 +206,166 @@ def test_target_scores_equal_ctranslate2s_score_batch(both):
         )
     right, wrong = np.asarray(log_probs)[1::2].sum(1), np.asarray(log_probs)[0::2].sum(1)
     assert right.mean() > wrong.mean() + 1.0  # the model prefers the right answers
+
+
+# Option sets whose attention is held against CTranslate2's: greedy, the
+# n-best lists of 4 beams, and target prefixes (their tokens' attention too).
+ATTENTION_CASES = ("greedy", "n-best, alpha 1", "target prefix")
+
+
+def one_at_a_time(translator, pieces, target_prefix=None, **options):
+    """CTranslate2's `translate_batch`, one source at a time. (Its beam
+    search with several sources in a batch returns a wrong attention vector
+    for the first token of each source but the first, ctranslate2 4.8.5:
+    rows that do not sum to 1; alone, every vector is right.)"""
+    prefixes_ = [None] * len(pieces) if target_prefix is None else target_prefix
+    return [
+        translator.translate_batch([p], target_prefix=None if q is None else [q], **options)[0]
+        for p, q in zip(pieces, prefixes_, strict=True)
+    ]
+
+
+def their_attention(both, options):
+    """CTranslate2's hypotheses (tokens) and attention vectors (one per
+    token, over the source tokens), from a model whose `alignment_heads` is
+    0: the last layer's cross-attention averaged over its heads."""
+    _, translator, vocabulary, ids = both
+    options = dict(options, max_decoding_length=options.get("max_decoding_length", MAX_LENGTH))
+    if options.get("target_prefix") == "prefixes":
+        options["target_prefix"] = prefixes()
+    pieces = [[vocabulary[i] for i in row if i] for row in np.asarray(ids)]
+    results = one_at_a_time(translator, pieces, return_attention=True, **options)
+    return [list(zip(r.hypotheses, r.attention, strict=True)) for r in results]
+
+
+def our_attention(both, options):
+    """`decoding.alignments` of `decoding.search`'s answers: positions
+    `[B, N, T]` and weights `[B, N, T, S]`."""
+    model, _, vocabulary, ids = both
+    options = dict(options, max_decoding_length=options.get("max_decoding_length", MAX_LENGTH))
+    if options.get("target_prefix") == "prefixes":
+        options["target_prefix"] = token_ids(vocabulary, prefixes())
+    output, _ = decoding.search(model, ids, decoding.DecodingOptions(**options))
+    positions, weights = decoding.alignments(model, ids, output)
+    return np.asarray(output), np.asarray(positions), np.asarray(weights)
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES)
+def test_alignments_equal_ctranslate2s_return_attention(both, case):
+    """For each token of each hypothesis (a target prefix's too, the end
+    token's not, as CTranslate2), the source position the attention weighs
+    most is CTranslate2's on at least 99% of the tokens, and the weights
+    are its weights."""
+    _, _, vocabulary, ids = both
+    source_lengths = (np.asarray(ids) != PAD_ID).sum(axis=1)
+    output, positions, weights = our_attention(both, CASES[case])
+    same = total = 0
+    for row, hypotheses in enumerate(their_attention(both, CASES[case])):
+        for n, (tokens, vectors) in enumerate(hypotheses):
+            assert len(vectors) == len(tokens) > 0
+            ours_ = output[row, n].tolist()
+            assert [vocabulary[i] for i in ours_[: len(tokens)]] == tokens
+            assert ours_[len(tokens)] in (END_ID, PAD_ID)  # no more tokens of ours
+            assert (positions[row, n, len(tokens) :] == -1).all()  # none for the end token
+            vectors = np.array(vectors)  # [T, S], S = the source's tokens
+            assert vectors.shape[1] == source_lengths[row]
+            np.testing.assert_allclose(
+                weights[row, n, : len(tokens), : source_lengths[row]], vectors, atol=1e-4
+            )
+            same += (positions[row, n, : len(tokens)] == vectors.argmax(axis=1)).sum()
+            total += len(tokens)
+    assert total > 300
+    assert same >= 0.99 * total, (same, total)
+
+
+def test_alignments_read_the_rnn_s_one_head_and_mark_what_is_not_a_token(exports):
+    """The RNN (`Seq2SeqAttention`, one head): its alignments are the
+    argmax of its teacher-forced attention; -1 at the end token, padding,
+    hypotheses left empty, and sources that are empty."""
+    tokenizer = exports.tokenizer
+    ids = tokenizer.tokenize(tf.constant(["1234", "98765", ""])).to_tensor()
+    answers = np.array(
+        [
+            [[4, 5, 6, END_ID, 0], [7, END_ID, 0, 0, 0]],
+            [[8, 9, 10, 11, 12], [0, 0, 0, 0, 0]],
+            [[4, 5, END_ID, 0, 0], [6, END_ID, 0, 0, 0]],
+        ]
+    )
+    positions, weights = decoding.alignments(exports.rnn, ids, answers)
+    positions, weights = np.asarray(positions), np.asarray(weights)
+    assert positions.shape == (3, 2, 5) and weights.shape == (3, 2, 5, ids.shape[1])
+    teacher_forced = np.asarray(
+        decoding.cross_attention(exports.rnn, np.repeat(ids, 2, axis=0), answers.reshape(6, 5))
+    )  # [6, 1, T, S]
+    expected = teacher_forced[:, 0].argmax(axis=2).reshape(3, 2, 5)
+    real = np.array(
+        [
+            [[1, 1, 1, 0, 0], [1, 0, 0, 0, 0]],
+            [[1, 1, 1, 1, 1], [0, 0, 0, 0, 0]],
+            [[0, 0, 0, 0, 0], [0, 0, 0, 0, 0]],  # an empty source
+        ],
+        bool,
+    )
+    np.testing.assert_array_equal(positions, np.where(real, expected, -1))
+    assert not weights[~real].any()
+    np.testing.assert_allclose(weights[real].sum(axis=-1), 1.0, rtol=1e-5)
+
+
+# Requests whose answers hold `<unk>`, with the fewest unknowns each must
+# replace: a target prefix of a character the vocabulary lacks ("a", read
+# as `<unk>`), beams of 2, one in every answer; and answers of two tokens
+# with every digit suppressed, greedy (left `<s>` and `<unk>`: 20 of the
+# 200 tokens were `<unk>`).
+UNKNOWN_CASES = {
+    "a prefix": (dict(target_prefix="a"), dict(target_prefix=[["<unk>"]]), 100),
+    "no digit": (
+        dict(
+            beam_size=1,
+            min_decoding_length=2,
+            max_decoding_length=2,
+            suppress_sequences=list("0123456789"),
+        ),
+        dict(
+            beam_size=1,
+            min_decoding_length=2,
+            max_decoding_length=2,
+            suppress_sequences=[[d] for d in "0123456789"],
+        ),
+        10,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNKNOWN_CASES)
+def test_replace_unknowns_equals_ctranslate2s(both, exports, case):
+    """The export's `translate_batch` with `replace_unknowns`: each `<unk>`
+    of an answer becomes the source token it is aligned to, in `tokens` and
+    in the text, as CTranslate2's `replace_unknowns` makes it; and many
+    were replaced."""
+    from export_helpers import batch_inputs
+
+    _, translator, vocabulary, ids = both
+    ours_options, their_options, least = UNKNOWN_CASES[case]
+    size = len(SENTENCES)
+    their_options = {k: v * size if k == "target_prefix" else v for k, v in their_options.items()}
+    pieces = [[vocabulary[i] for i in row if i] for row in np.asarray(ids)]
+    their_options = {"max_decoding_length": MAX_LENGTH, **their_options}
+    expected = one_at_a_time(translator, pieces, replace_unknowns=True, **their_options)
+    unreplaced = one_at_a_time(translator, pieces, **their_options)
+    request = {name: [value] * size for name, value in ours_options.items()}
+    request.setdefault("max_decoding_length", [MAX_LENGTH] * size)
+    signature = tf.saved_model.load(str(exports.translator_v1)).signatures["translate_batch"]
+    inputs = batch_inputs(SENTENCES, replace_unknowns=[True] * size, **request)
+    answer = signature(**{name: tf.constant(value) for name, value in inputs.items()})
+    tokens = [[t.decode() for t in row[0] if t] for row in answer["tokens"].numpy()]
+    assert tokens == [result.hypotheses[0] for result in expected]
+    reserved = {"<pad>", "<s>", "</s>", "<unk>"}
+    texts = ["".join(t for t in result.hypotheses[0] if t not in reserved) for result in expected]
+    assert [h.decode() for h in answer["hypotheses"].numpy()[:, 0]] == texts
+    replaced = sum(
+        a != b
+        for result, plain in zip(expected, unreplaced, strict=True)
+        for a, b in zip(result.hypotheses[0], plain.hypotheses[0], strict=True)
+    )
+    assert replaced >= least, replaced  # unknowns were there, and replaced
+    assert "<unk>" not in {t for row in tokens for t in row}

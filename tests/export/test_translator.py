@@ -95,6 +95,8 @@ def test_translate_iterable_and_translate_file(translator, tmp_path):
         (dict(source=TEXTS, beam_size=2.5), TypeError, "beam_size"),
         (dict(source=TEXTS, batch_type="lines"), ValueError, "batch_type"),
         (dict(source=TEXTS, coverage_penalty=0.2), TypeError, "coverage_penalty"),
+        (dict(source=TEXTS, replace_unknowns="yes"), TypeError, "replace_unknowns='yes'"),
+        (dict(source=TEXTS, return_attention=1), TypeError, "return_attention=1"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(translator, call, error, message):
@@ -151,6 +153,23 @@ def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
     assert "WARNING: 1 of 4 lines have more than 10 tokens" in result.stderr
 
 
+def test_the_command_replaces_unknowns(exports, tmp_path):
+    source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
+    source.write_text("1234\n98765\n", encoding="utf-8")
+    prefixes.write_text("a\na\n", encoding="utf-8")
+    command = [sys.executable, "-m", "keras_attention.translate", str(exports.translator_v1)]
+    command += [str(source), "--target-prefix-file", str(prefixes)]
+    replaced = subprocess.run(
+        [*command, "--replace-unknowns"], capture_output=True, text=True, timeout=600
+    )
+    plain = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert replaced.returncode == plain.returncode == 0, replaced.stderr[-2000:]
+    for line, other, text in zip(
+        replaced.stdout.splitlines(), plain.stdout.splitlines(), ["1234", "98765"], strict=True
+    ):
+        assert line[0] in text and line[1:] == other  # the <unk> became a source token
+
+
 def test_the_command_refuses_a_line_that_is_not_utf_8(tmp_path):
     source = tmp_path / "in.txt"
     source.write_bytes(b"12\n\xff\n")
@@ -168,3 +187,33 @@ def test_score_batch_equals_the_signature_s_in_a_fresh_process(translator, expor
         np.testing.assert_allclose(result.log_probs, log_probs[: len(result.tokens)], rtol=1e-5)
     with pytest.raises(ValueError, match="one text per source text: 1 for 4"):
         translator.score_batch(TEXTS, ["1"])
+
+
+def test_return_attention_and_replace_unknowns(translator):
+    """CTranslate2's `return_attention`: per hypothesis, a vector per token
+    over the text's source tokens, and its largest weight's position; with
+    `replace_unknowns` the `<unk>` of the prefix "a" becomes the source
+    token it is aligned to (without, it is left out of the text)."""
+    options = dict(target_prefix=["a"] * len(TEXTS), beam_size=3, num_hypotheses=2)
+    plain = translator.translate_batch(TEXTS, **options)
+    results = translator.translate_batch(
+        TEXTS, return_attention=True, replace_unknowns=True, **options
+    )
+    for text, result, unreplaced in zip(TEXTS, results, plain, strict=True):
+        assert len(result.attention) == len(result.alignments) == 2
+        for hypothesis, vectors, positions, other in zip(
+            result.hypotheses,
+            result.attention,
+            result.alignments,
+            unreplaced.hypotheses,
+            strict=True,
+        ):
+            # (One character a token: the text is the tokens, the end's none.)
+            assert len(vectors) == len(positions) == len(hypothesis) == len(other) + 1
+            assert all(len(vector) == len(text) for vector in vectors)
+            np.testing.assert_allclose(np.sum(vectors, axis=1), 1.0, rtol=1e-5)
+            assert positions == np.argmax(vectors, axis=1).tolist()
+            assert hypothesis == text[positions[0]] + other  # the <unk> replaced
+    assert all(r.attention == [] for r in plain)  # not asked for
+    empty = translator.translate_batch([""], ["a"], return_attention=True)[0]
+    assert empty.attention == [[[]]] and empty.alignments == [[-1]]  # no source token
