@@ -311,3 +311,54 @@ def test_the_start_token_is_left_out_of_a_result(both):
         prompt = [i for i in row.tolist() if i != PAD_ID]
         given = prompt[1:] if prompt[0] == START_ID else prompt
         assert result.tolist()[: len(given)] == given
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(positions="alibi"), "positions='alibi'"),
+        (dict(preset="modern_windowed"), "window_size=None; the model has window_size=16"),
+        (dict(use_gate=True), "use_gate=False; the model has use_gate=True"),
+        (dict(positions="rotary", rotary_scaling_factor=2.0), "rotary_scaling_factor"),
+        (dict(suppressed_ids=[5]), "suppressed_ids=\\[5\\]"),
+    ],
+)
+def test_what_ctranslate2_cannot_hold_is_refused_by_name(overrides, message, tmp_path):
+    from keras_attention.data.tokenizers import CharacterTokenizer
+    from keras_attention.models import build_transformer_lm
+
+    tokenizer = CharacterTokenizer.train(["abc"])
+    model = build_transformer_lm(tokenizer.vocabulary_size, **overrides)
+    with pytest.raises(ValueError, match=message):
+        export_ctranslate2(model, tmp_path / "ct2", tokenizer)
+    assert not (tmp_path / "ct2").exists()
+
+
+def test_a_model_of_our_own_equals_ctranslate2s(tmp_path):
+    """Sinusoidal positions (our table), the modern preset (RMS norms,
+    SwiGLU, rotary positions, grouped-query heads, tied embeddings) and
+    post-norm blocks, random weights: greedy results and scores."""
+    from keras_attention.data.tokenizers import CharacterTokenizer
+    from keras_attention.models import build_transformer_lm
+
+    tokenizer = CharacterTokenizer.train(["abcdefghij klmnopqrst"])
+    prompts = ["abc", "hello", "t", "kl mn", "qrstabc", "jihgf"]
+    ids = np.asarray(prompt_ids(tokenizer, tf.constant(prompts), 16))
+    for overrides in (dict(), dict(preset="modern"), dict(norm_first=False, activation="gelu")):
+        model = build_transformer_lm(tokenizer.vocabulary_size, dropout=0.0, **overrides)
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        export_ctranslate2(model, folder, tokenizer)
+        both = SimpleNamespace(
+            model=model,
+            generator=ctranslate2.Generator(str(folder), intra_threads=1),
+            vocabulary=list(tokenizer.vocabulary),
+            ids=ids,
+        )
+        for options in (dict(max_length=20), dict(max_length=20, beam_size=3)):
+            expected, answers = theirs(both, options), ours(both, options)
+            assert results(answers) == results(expected), overrides
+            np.testing.assert_allclose(
+                [[s for _, s in a] for a in answers],
+                [[s for _, s in e] for e in expected],
+                atol=1e-4,
+            )
