@@ -362,3 +362,36 @@ def test_a_model_of_our_own_equals_ctranslate2s(tmp_path):
                 [[s for _, s in e] for e in expected],
                 atol=1e-4,
             )
+
+
+def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
+    """A GPT-2 prompt has no start token: an empty one has no token to
+    continue, and its result is "" scored 0 (CTranslate2 refuses it); the
+    other rows answer as `decoding.generate` does, the continuation within
+    the learned positions."""
+    from keras_attention.export import generate_batch
+
+    converted = from_huggingface(FIXTURES / "gpt2")
+    model, tokenizer = converted.model, converted.tokenizers["text"]
+    signature = generate_batch.generate_batch(model, tokenizer, 64).get_concrete_function()
+    texts = ["", "the red cat", "a small house"]
+    inputs = {
+        name: tf.constant([default] * len(texts), dtype)
+        for name, (dtype, default) in generate_batch.OPTIONS.items()
+    }
+    inputs["max_length"] = tf.constant([MAX_LENGTH, MAX_LENGTH, 1000])  # past the positions
+    # (In the order of the signature's inputs: the prompt, the options,
+    # the suppressed sequences.)
+    outputs = signature(tf.constant(texts), *inputs.values(), tf.constant([[""]] * 3))
+    assert outputs["sequences"].numpy()[0, 0] == b"" and outputs["scores"].numpy()[0, 0] == 0
+    ids = prompt_ids(tokenizer, tf.constant(texts[1:]), 64)
+    limits = np.array([MAX_LENGTH, model.max_length - 1], "int32")
+    expected, scores = decoding.generate(
+        model, ids, decoding.DecodingOptions.generation(max_length=limits)
+    )
+    expected = np.where(np.cumsum(np.asarray(expected) == END_ID, axis=2) > 0, 0, expected)
+    texts = [t.decode() for t in tokenizer.detokenize(np.asarray(expected)[:, 0]).numpy()]
+    assert [t.decode() for t in outputs["sequences"].numpy()[1:, 0]] == texts
+    np.testing.assert_allclose(
+        outputs["scores"].numpy()[1:, 0], np.asarray(scores)[:, 0], atol=1e-5
+    )
