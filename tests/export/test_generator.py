@@ -31,6 +31,20 @@ PROMPTS = [
     "",
 ]
 OPTIONS = dict(beam_size=4, num_hypotheses=2, max_length=40, repetition_penalty=1.2)
+# One value per row of PROMPTS[:5]: beam sizes, n-best lists, sampling,
+# the prompt in the result or not, rules and lengths, all mixed.
+MIXED = dict(
+    beam_size=[1, 4, 1, 2, 4],
+    num_hypotheses=[1, 3, 1, 2, 1],
+    sampling_topk=[1, 1, 5, 1, 1],
+    sampling_temperature=[1.0, 1.0, 0.9, 1.0, 1.0],
+    seed=[0, 0, 7, 0, 0],
+    include_prompt_in_result=[True, False, False, True, True],
+    no_repeat_ngram_size=[0, 0, 2, 1, 0],
+    min_length=[0, 5, 0, 0, 30],
+    max_length=[40, 12, 20, 40, 45],
+    length_penalty=[1.0, 0.5, 1.0, 0.0, 1.0],
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +111,22 @@ def test_a_fresh_process_answers_as_decoding_does(run, tmp_path):
             ("generate_batch", request(texts, beam_size=2, sampling_topk=5)),
             ("generate_batch", request(texts, min_length=[0, 0, 30, 0, 0], max_length=20)),
             ("generate_batch", request(texts, sampling_topp=0.0)),
+            ("generate_batch", request(texts, **MIXED)),
+            *(
+                ("generate_batch", request([text], **{k: [v[i]] for k, v in MIXED.items()}))
+                for i, text in enumerate(texts)
+            ),
         ]
     }
     answers = ask_a_fresh_process(spec, tmp_path)[str(path)]["answers"]
+    # Each row of a request with its own options answers as it does alone.
+    mixed, alone = answers[6], answers[7:]
+    for row, answer in enumerate(alone):
+        width = answer["sequences"].shape[1]
+        assert list(mixed["sequences"][row, :width]) == list(answer["sequences"][0])
+        assert not any(mixed["sequences"][row, width:])
+        np.testing.assert_allclose(mixed["scores"][row, :width], answer["scores"][0], atol=1e-5)
+    assert len({tuple(row) for row in mixed["sequences"]}) == len(texts)
     sequences, scores = expected(run, texts, **OPTIONS)
     assert [[s.decode() for s in row] for row in answers[0]["sequences"]] == sequences
     np.testing.assert_allclose(answers[0]["scores"], scores, atol=1e-5)
