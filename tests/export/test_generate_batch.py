@@ -364,6 +364,7 @@ def test_a_model_of_our_own_equals_ctranslate2s(tmp_path):
             )
 
 
+@pytest.mark.large  # traces the whole signature (half a minute)
 def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
     """A GPT-2 prompt has no start token: an empty one has no token to
     continue, and its result is "" scored 0 (CTranslate2 refuses it); the
