@@ -20,7 +20,7 @@ from keras_attention.decoding._loop import Scoring, _lengths, _most_likely, _no_
 from keras_attention.decoding.beam import _search, most_hypotheses
 from keras_attention.decoding.constraints import Constraints
 from keras_attention.decoding.sampling import _sequence_seeds, sampling_choice
-from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID
+from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID, hash_uint32
 
 # `DecodingOptions` field -> its name in CTranslate2's `generate_batch`,
 # where they differ.
@@ -46,7 +46,8 @@ class DecodingOptions:
             on until no live hypothesis can still enter the n-best).
         num_hypotheses: int, how many finished hypotheses to return, best
             first: at most round(beam_size * patience) (with patience 0,
-            at most beam_size).
+            at most beam_size); with a beam of 1 and sampling
+            (`sampling_topk` other than 1), any number: that many draws.
         length_penalty: float alpha: a hypothesis's log-probability is
             divided by its length ** alpha (its length counts every token,
             the target prefix and the end token included).
@@ -144,7 +145,9 @@ class DecodingOptions:
                 )
         if all(map(_is_python, (self.beam_size, self.patience, self.num_hypotheses))):
             most = most_hypotheses(self.beam_size, self.patience)
-            if self.num_hypotheses > most:
+            topk = self.sampling_topk
+            drawn = self.beam_size == 1 and (not _is_python(topk) or topk != 1)
+            if self.num_hypotheses > most and not drawn:
                 raise ValueError(
                     f"`num_hypotheses` must be at most {most} (beam_size {self.beam_size}, "
                     f"patience {self.patience}). Received: num_hypotheses={self.num_hypotheses}"
@@ -281,6 +284,49 @@ def generate(
         )
     prompt = ops.cast(prompt_ids, "int32")
     batch_size = ops.shape(prompt)[0]
+    copies = _copies(options)
+    if _is_python(copies) and copies == 1:
+        arguments = (start_id, end_id, unknown_id, use_cache, room, return_cut)
+        return _generate(model, prompt, options, include_prompt_in_result, seed, *arguments)
+    # N draws of a prompt (a beam of 1, sampling, `num_hypotheses` N) are
+    # N rows of their own, each with a seed of its own.
+    draw = ops.cast(ops.arange(batch_size * copies) % copies, "uint32")
+    seeds = ops.repeat(_seeds(seed, batch_size), copies, axis=0)
+    seeds = ops.where(draw == 0, seeds, ops.bitwise_xor(seeds, hash_uint32(draw)))
+    options = dataclasses.replace(
+        _repeated(options, copies), num_hypotheses=options.num_hypotheses // copies
+    )
+    outputs = _generate(
+        model,
+        ops.repeat(prompt, copies, axis=0),
+        options,
+        _repeated(include_prompt_in_result, copies),
+        seeds,
+        start_id,
+        end_id,
+        unknown_id,
+        use_cache,
+        room,
+        return_cut,
+    )
+    return _draws_of_each(outputs, batch_size)
+
+
+def _generate(
+    model,
+    prompt,
+    options,
+    include_prompt_in_result,
+    seed,
+    start_id,
+    end_id,
+    unknown_id,
+    use_cache,
+    room,
+    return_cut,
+):
+    """`generate` with one row a prompt (`prompt` int32 `[B, P]`)."""
+    batch_size = ops.shape(prompt)[0]
     maximum = ops.cast(options.max_decoding_length, "int32") + ops.zeros((batch_size,), "int32")
     included = ops.logical_or(
         ops.cast(include_prompt_in_result, "bool"), ops.zeros((batch_size,), "bool")
@@ -306,6 +352,53 @@ def generate(
     # What the result leaves out: the prompt, or a first start token.
     dropped = ops.where(included, ops.cast(prompt[:, 0] == start_id, "int32"), prompt_length)  # [B]
     return (_shift_left(outputs[0], dropped), *outputs[1:])
+
+
+def _copies(options):
+    """How many rows each prompt takes: N for N draws (a beam of 1,
+    sampling, `num_hypotheses` N), else 1 (an int, or a scalar tensor)."""
+    beam, count, topk = options.beam_size, options.num_hypotheses, options.sampling_topk
+    if all(map(_is_python, (beam, count, topk))):
+        return count if beam == 1 and topk != 1 else 1
+    drawn = (ops.convert_to_tensor(beam) == 1) & ops.any(ops.convert_to_tensor(topk) != 1)
+    return ops.where(drawn, ops.cast(count, "int32"), 1)
+
+
+def _repeated(values, copies):
+    """`values` (a `DecodingOptions`, or a value) with each value given per
+    prompt (`[B, ...]`) repeated `copies` times, row by row."""
+    if isinstance(values, DecodingOptions):
+        return dataclasses.replace(
+            values,
+            **{
+                field.name: _repeated(getattr(values, field.name), copies)
+                for field in dataclasses.fields(values)
+                if field.name not in ("beam_size", "patience", "num_hypotheses")
+            },
+        )
+    if values is None or _is_python(values) or not len(ops.shape(values)):
+        return values
+    return ops.repeat(ops.convert_to_tensor(values), copies, axis=0)
+
+
+def _draws_of_each(outputs, batch_size):
+    """`generate`'s outputs over N rows a prompt (one hypothesis each) as
+    each prompt's N, best first."""
+    ids, scores = outputs[0], outputs[1]  # [B * N, 1, L], [B * N, 1]
+    ids = ops.reshape(ids, (batch_size, -1, ops.shape(ids)[2]))  # [B, N, L]
+    scores = ops.reshape(scores, (batch_size, -1))
+    scores, order = ops.top_k(scores, ops.shape(scores)[1])  # best first, ties in order
+    ids = ops.take_along_axis(ids, order[..., None], axis=1)
+    if len(outputs) == 2:
+        return ids, scores
+    return ids, scores, ops.any(ops.reshape(outputs[2], (batch_size, -1)), axis=1)
+
+
+def _seeds(seed, batch_size):
+    """Each prompt's seed `[B]` (uint32), from `seed` as `generate` takes it."""
+    if not (seed is None or isinstance(seed, (int, keras.random.SeedGenerator))):
+        seed = ops.convert_to_tensor(seed, "int32")  # one per row
+    return ops.cast(_sequence_seeds(seed, batch_size), "uint32")
 
 
 def _scoring(options, end_id, unknown_id, history_start=1):
@@ -335,11 +428,7 @@ def _choice(options, seed, batch_size):
     topk, temperature = options.sampling_topk, options.sampling_temperature
     if _is_python(topk) and _is_python(temperature) and (topk == 1 or temperature == 0):
         return _most_likely
-    if not (seed is None or isinstance(seed, (int, keras.random.SeedGenerator))):
-        seed = ops.convert_to_tensor(seed, "int32")  # one per row
-    return sampling_choice(
-        temperature, topk, options.sampling_topp, _sequence_seeds(seed, batch_size)
-    )
+    return sampling_choice(temperature, topk, options.sampling_topp, _seeds(seed, batch_size))
 
 
 def _cut(ids, lengths):

@@ -24,7 +24,8 @@ text in and text out, every option a `[B]` input.
 | `suppress_sequences` | string `[B, S]`, "" padded | none |
 
 Outputs: `sequences` string `[B, N]` (N: the batch's largest
-`num_hypotheses`; a row's n-best list is its first `num_hypotheses`, best
+`num_hypotheses`, with a beam of 1 and sampling that many draws; a row's
+n-best list is its first `num_hypotheses`, best
 first, the others ""), each the prompt and its continuation as text (the
 continuation alone with `include_prompt_in_result` false); `scores`
 float32 `[B, N]` (0 after a row's list); `tokens` string `[B, N, T]`,

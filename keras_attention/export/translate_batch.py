@@ -55,6 +55,9 @@ MAX_BEAM_SIZE = 16  # the most beams a request may ask for, in every signature
 # The most tokens a request may ask for: a bound on the buffers one request
 # makes the server allocate.
 MAX_DECODING_LENGTH = 1024
+# The most draws of one prompt a request may ask for (`num_hypotheses` with
+# sampling): each is a row of the search.
+MAX_DRAWS = 64
 
 # Option input -> (dtype, CTranslate2's default).
 OPTIONS = {
@@ -115,6 +118,11 @@ def check_options(text, options, signature="translate_batch", names=None):
         )
     beam_size, maximum = value("beam_size"), value("max_decoding_length")
     most = decoding.most_hypotheses(beam_size, value("patience"))
+    most_text = "from 1 to round(beam_size * patience) (beam_size with patience 0)"
+    sampling = name("sampling_topk") in options
+    if sampling:  # with a beam of 1, any number of draws
+        most = tf.where((beam_size == 1) & (value("sampling_topk") != 1), MAX_DRAWS, most)
+        most_text += f"; with beam_size 1 and sampling, from 1 to {MAX_DRAWS}"
     ranges = [
         (
             "beam_size",
@@ -125,7 +133,7 @@ def check_options(text, options, signature="translate_batch", names=None):
         (
             "num_hypotheses",
             (value("num_hypotheses") >= 1) & (value("num_hypotheses") <= most),
-            "from 1 to round(beam_size * patience) (beam_size with patience 0)",
+            most_text,
         ),
         ("repetition_penalty", value("repetition_penalty") > 0, "> 0"),
         ("no_repeat_ngram_size", value("no_repeat_ngram_size") >= 0, ">= 0"),
@@ -140,7 +148,7 @@ def check_options(text, options, signature="translate_batch", names=None):
             f"from 1 to {MAX_DECODING_LENGTH}",
         ),
     ]
-    if name("sampling_topk") in options:
+    if sampling:
         topk, temperature = value("sampling_topk"), value("sampling_temperature")
         ranges += [
             (

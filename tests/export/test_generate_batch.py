@@ -43,6 +43,8 @@ CASES = {
         no_repeat_ngram_size=1, include_prompt_in_result=False
     ),
     "sampling_topk 1": dict(sampling_topk=1, sampling_temperature=0.7),
+    # Draws at temperature 0: CTranslate2's are copies of the greedy result.
+    "2 draws at temperature 0": dict(sampling_topk=5, sampling_temperature=0.0, num_hypotheses=2),
     "max_length 3": dict(beam_size=4, max_length=3, include_prompt_in_result=False),
 }
 # The options whose comparisons need teeth: each changes CTranslate2's
@@ -396,3 +398,45 @@ def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
     np.testing.assert_allclose(
         outputs["scores"].numpy()[1:, 0], np.asarray(scores)[:, 0], atol=1e-5
     )
+
+
+def test_several_draws_of_a_prompt(both):
+    """`num_hypotheses` N with a beam of 1 and sampling: N draws of each
+    prompt, each a draw of its own (its tokens among the k most likely),
+    best first; the first is the one draw of the same seed."""
+    model, ids = both.model, both.ids[:8]
+    options = dict(max_length=MAX_LENGTH, sampling_topk=5, sampling_temperature=1.5)
+    seeds = np.arange(len(ids), dtype="int32") + 3
+    drawn, scores = decoding.generate(
+        model,
+        ids,
+        decoding.DecodingOptions.generation(num_hypotheses=3, **options),
+        include_prompt_in_result=False,
+        seed=seeds,
+    )
+    drawn, scores = np.asarray(drawn), np.asarray(scores)
+    assert drawn.shape[:2] == scores.shape == (len(ids), 3)
+    assert (np.diff(scores, axis=1) <= 0).all()  # best first
+    assert sum(len({tuple(d) for d in row}) == 3 for row in drawn) >= 6  # they differ
+    one, one_score = decoding.generate(
+        model,
+        ids,
+        decoding.DecodingOptions.generation(**options),
+        include_prompt_in_result=False,
+        seed=seeds,
+    )
+    one = np.asarray(one)[:, 0]
+    for row in range(len(ids)):
+        # The single draw is one of the three, with its score.
+        found = [j for j in range(3) if (drawn[row, j][: one.shape[1]] == one[row]).all()][0]
+        np.testing.assert_allclose(scores[row, found], np.asarray(one_score)[row, 0], rtol=1e-5)
+        prompt = ids[row][ids[row] != PAD_ID]
+        for continuation in drawn[row]:
+            continuation = continuation[continuation != PAD_ID]
+            sequence = np.concatenate([prompt, continuation])[None].astype("int32")
+            logits = np.array(model(sequence))[0].copy()
+            logits[:, PAD_ID] = -np.inf
+            for step, token in enumerate(continuation):
+                assert token in np.argsort(-logits[len(prompt) - 1 + step])[:5], (row, step)
+    with pytest.raises(ValueError, match="num_hypotheses` must be at most 1"):
+        decoding.DecodingOptions.generation(num_hypotheses=3)  # greedy: one result

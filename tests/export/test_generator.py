@@ -31,6 +31,7 @@ PROMPTS = [
     "",
 ]
 OPTIONS = dict(beam_size=4, num_hypotheses=2, max_length=40, repetition_penalty=1.2)
+DRAWS = dict(num_hypotheses=3, sampling_topk=5, sampling_temperature=1.2, max_length=30)
 # One value per row of PROMPTS[:5]: beam sizes, n-best lists, sampling,
 # the prompt in the result or not, rules and lengths, all mixed.
 MIXED = dict(
@@ -61,7 +62,7 @@ def generator(run):
     return Generator(run[0])
 
 
-def expected(run, texts, included=True, **options):
+def expected(run, texts, included=True, seed=0, **options):
     """`decoding.generate` in this process, detokenized: the texts and
     scores each request should get."""
     _, model, tokenizer = run
@@ -71,6 +72,7 @@ def expected(run, texts, included=True, **options):
         ids,
         decoding.DecodingOptions.generation(**options),
         include_prompt_in_result=included,
+        seed=np.full([len(texts)], seed, "int32"),
     )
     output = np.asarray(output)
     ended = np.cumsum(output == END_ID, axis=2) > 0
@@ -112,6 +114,7 @@ def test_a_fresh_process_answers_as_decoding_does(run, tmp_path):
             ("generate_batch", request(texts, min_length=[0, 0, 30, 0, 0], max_length=20)),
             ("generate_batch", request(texts, sampling_topp=0.0)),
             ("generate_batch", request(texts, **MIXED)),
+            ("generate_batch", request(texts, seed=5, **DRAWS)),
             *(
                 ("generate_batch", request([text], **{k: [v[i]] for k, v in MIXED.items()}))
                 for i, text in enumerate(texts)
@@ -120,7 +123,12 @@ def test_a_fresh_process_answers_as_decoding_does(run, tmp_path):
     }
     answers = ask_a_fresh_process(spec, tmp_path)[str(path)]["answers"]
     # Each row of a request with its own options answers as it does alone.
-    mixed, alone = answers[6], answers[7:]
+    mixed, alone = answers[6], answers[8:]
+    # Three draws of each prompt, as `decoding.generate` draws them.
+    sequences, scores = expected(run, texts, seed=5, **DRAWS)
+    assert [[s.decode() for s in row] for row in answers[7]["sequences"]] == sequences
+    np.testing.assert_allclose(answers[7]["scores"], scores, atol=1e-5)
+    assert sum(len(set(row)) > 1 for row in sequences) >= 3
     for row, answer in enumerate(alone):
         width = answer["sequences"].shape[1]
         assert list(mixed["sequences"][row, :width]) == list(answer["sequences"][0])
