@@ -1,4 +1,7 @@
-"""`Translator`: CTranslate2's `Translator` API over a translator's export.
+"""`Translator`: CTranslate2's `Translator` API over a translator's export
+(`Generator`, its `Generator` API over a language model's, is in
+`keras_attention/generator.py`; both are `ExportClient`s: the export
+loaded, its batches cut as CTranslate2 cuts them, texts checked).
 
 A CTranslate2 user switches by changing the import:
 
@@ -24,7 +27,6 @@ import numpy as np
 from keras_attention.files import write_atomically
 from keras_attention.run_files import RunFiles
 
-SIGNATURE = "translate_batch"
 BATCH_TYPES = ("examples", "tokens")
 _MISSING = object()  # (an iterable that ran out before the other)
 
@@ -92,7 +94,120 @@ def find_export(path):
     )
 
 
-class Translator:
+class ExportClient:
+    """What `Translator` and `Generator` share: an export loaded with its
+    `SIGNATURE`, the texts' lengths batches are cut by, and reading an
+    iterable a few batches at a time.
+
+    Args:
+        model_path: an export version folder, a TF Serving model folder (its
+            highest version) or a run folder (the highest version of its
+            export).
+        device: "cpu" (TensorFlow places the work; "auto" is the same).
+        inter_threads, intra_threads: int, TensorFlow's thread pools (0:
+            TensorFlow's choice). They can be set only before TensorFlow
+            starts; a value TensorFlow already runs with differently is an
+            error.
+    """
+
+    SIGNATURE = None  # the signature the class calls
+    KIND = None  # whose export has it
+
+    def __init__(self, model_path, device="cpu", inter_threads=0, intra_threads=0):
+        if device not in ("cpu", "auto"):
+            raise ValueError(f"`device` must be 'cpu' or 'auto'. Received: device={device!r}")
+        import tensorflow as tf
+
+        _set_threads(tf, inter_threads, intra_threads)
+        import tensorflow_text  # noqa: F401  (the export's tokenizers are TF Text ops)
+
+        self.model_path = find_export(model_path)
+        loaded = tf.saved_model.load(str(self.model_path))
+        if self.SIGNATURE not in loaded.signatures:
+            raise ValueError(
+                f"{self.model_path} has no `{self.SIGNATURE}` signature (an export from an "
+                f"older version, or not {self.KIND}): export the run again with "
+                "`python -m keras_attention.export RUN`"
+            )
+        metadata = self.model_path / "assets.extra" / "keras_attention.json"
+        # The tokens of a text the model reads (the export's `max_length`).
+        self.max_input_length = (
+            json.loads(metadata.read_text()).get("max_length") if metadata.is_file() else None
+        )
+        self._loaded = loaded  # (the signature needs its object alive)
+        self._signature = loaded.signatures[self.SIGNATURE]
+        self._tf = tf
+
+    def _scoring_signature(self):
+        if "score_batch" not in self._loaded.signatures:
+            raise ValueError(
+                f"{self.model_path} has no `score_batch` signature: export the run again "
+                "with `python -m keras_attention.export RUN`"
+            )
+        return self._loaded.signatures["score_batch"]
+
+    def _read(self, source, target_prefix, read_size, batch_type):
+        """`(texts, prefixes)` from the iterables, `read_size` texts (or
+        tokens, padding counted, as `_batches` counts them) at a time."""
+        if target_prefix is None:
+            pairs = ((text, None) for text in source)
+        else:
+            pairs = itertools.zip_longest(source, target_prefix, fillvalue=_MISSING)
+        texts, prefixes, lengths = [], [], []
+
+        def counted():  # the texts whose tokens are counted, as `read_size` allows
+            nonlocal texts, prefixes, lengths
+            lengths += self._lengths(texts[len(lengths) :], 1, "tokens")
+            while (cut := _first_over(lengths, read_size)) is not None:
+                yield texts[:cut], prefixes[:cut]
+                texts, prefixes, lengths = texts[cut:], prefixes[cut:], lengths[cut:]
+
+        for text, prefix in pairs:
+            if text is _MISSING or prefix is _MISSING:
+                raise ValueError("`source` and `target_prefix` have different lengths")
+            texts.append(text)
+            prefixes.append(prefix)
+            if batch_type == "examples" and len(texts) == read_size:
+                yield texts, prefixes
+                texts, prefixes = [], []
+            elif batch_type == "tokens" and len(texts) - len(lengths) == 64:
+                yield from counted()  # (tokens are counted 64 texts at a time)
+        if batch_type == "tokens" and texts:
+            yield from counted()
+        if texts:
+            yield texts, prefixes
+
+    def count_truncated(self, texts, chunk_size=4096):
+        """How many of `texts` have more tokens than the model reads
+        (`max_input_length`): those are cut. (0 for an export from before
+        the `tokenize` signature, which cannot count them.)"""
+        if self.max_input_length is None or "tokenize" not in self._loaded.signatures:
+            return 0
+        return sum(
+            length > self.max_input_length
+            for start in range(0, len(texts), chunk_size)
+            for length in self._lengths(texts[start : start + chunk_size], 1, "tokens")
+        )
+
+    def _lengths(self, texts, max_batch_size, batch_type):
+        """Each text's length, for cutting batches: its tokens (the
+        export's `tokenize` signature) when batches count tokens, its
+        characters otherwise."""
+        _check_batching(max_batch_size, batch_type)
+        texts = _texts("source", texts)
+        if batch_type == "examples" or not max_batch_size:
+            return [len(text) for text in texts]
+        if "tokenize" not in self._loaded.signatures:
+            raise ValueError(
+                f"{self.model_path} has no `tokenize` signature, which batch_type='tokens' "
+                "counts tokens with: export the run again with "
+                "`python -m keras_attention.export RUN`"
+            )
+        tokenize = self._loaded.signatures["tokenize"]
+        return [int(n) for n in tokenize(text=self._tf.constant(texts, self._tf.string))["length"]]
+
+
+class Translator(ExportClient):
     """Translates text with an export's `translate_batch` signature, with
     CTranslate2's method names, arguments and defaults.
 
@@ -107,30 +222,8 @@ class Translator:
             error.
     """
 
-    def __init__(self, model_path, device="cpu", inter_threads=0, intra_threads=0):
-        if device not in ("cpu", "auto"):
-            raise ValueError(f"`device` must be 'cpu' or 'auto'. Received: device={device!r}")
-        import tensorflow as tf
-
-        _set_threads(tf, inter_threads, intra_threads)
-        import tensorflow_text  # noqa: F401  (the export's tokenizers are TF Text ops)
-
-        self.model_path = find_export(model_path)
-        loaded = tf.saved_model.load(str(self.model_path))
-        if SIGNATURE not in loaded.signatures:
-            raise ValueError(
-                f"{self.model_path} has no `{SIGNATURE}` signature (an export from an older "
-                "version, or not a translator's): export the run again with "
-                "`python -m keras_attention.export RUN`"
-            )
-        metadata = self.model_path / "assets.extra" / "keras_attention.json"
-        # The tokens of a text the model reads (the export's `max_length`).
-        self.max_input_length = (
-            json.loads(metadata.read_text()).get("max_length") if metadata.is_file() else None
-        )
-        self._loaded = loaded  # (the signature needs its object alive)
-        self._signature = loaded.signatures[SIGNATURE]
-        self._tf = tf
+    SIGNATURE = "translate_batch"
+    KIND = "a translator's"
 
     def translate_batch(
         self,
@@ -242,7 +335,7 @@ class Translator:
     def _require_input(self, name):
         if name not in self._signature_inputs():
             raise ValueError(
-                f"{self.model_path}'s `{SIGNATURE}` has no `{name}` input (an export from an "
+                f"{self.model_path}'s `{self.SIGNATURE}` has no `{name}` input (an export from an "
                 "older version): export the run again with `python -m keras_attention.export RUN`"
             )
 
@@ -257,12 +350,7 @@ class Translator:
             raise ValueError(
                 f"`target` needs one text per source text: {len(target)} for {len(source)}"
             )
-        if "score_batch" not in self._loaded.signatures:
-            raise ValueError(
-                f"{self.model_path} has no `score_batch` signature: export the run again "
-                "with `python -m keras_attention.export RUN`"
-            )
-        signature = self._loaded.signatures["score_batch"]
+        signature = self._scoring_signature()
         results = [None] * len(source)
         for rows in _batches(
             self._lengths(source, max_batch_size, batch_type), max_batch_size, batch_type
@@ -293,66 +381,6 @@ class Translator:
             yield from self.translate_batch(
                 texts, prefixes, max_batch_size=max_batch_size, batch_type=batch_type, **options
             )
-
-    def _read(self, source, target_prefix, read_size, batch_type):
-        """`(texts, prefixes)` from the iterables, `read_size` texts (or
-        tokens, padding counted, as `_batches` counts them) at a time."""
-        if target_prefix is None:
-            pairs = ((text, None) for text in source)
-        else:
-            pairs = itertools.zip_longest(source, target_prefix, fillvalue=_MISSING)
-        texts, prefixes, lengths = [], [], []
-
-        def counted():  # the texts whose tokens are counted, as `read_size` allows
-            nonlocal texts, prefixes, lengths
-            lengths += self._lengths(texts[len(lengths) :], 1, "tokens")
-            while (cut := _first_over(lengths, read_size)) is not None:
-                yield texts[:cut], prefixes[:cut]
-                texts, prefixes, lengths = texts[cut:], prefixes[cut:], lengths[cut:]
-
-        for text, prefix in pairs:
-            if text is _MISSING or prefix is _MISSING:
-                raise ValueError("`source` and `target_prefix` have different lengths")
-            texts.append(text)
-            prefixes.append(prefix)
-            if batch_type == "examples" and len(texts) == read_size:
-                yield texts, prefixes
-                texts, prefixes = [], []
-            elif batch_type == "tokens" and len(texts) - len(lengths) == 64:
-                yield from counted()  # (tokens are counted 64 texts at a time)
-        if batch_type == "tokens" and texts:
-            yield from counted()
-        if texts:
-            yield texts, prefixes
-
-    def count_truncated(self, texts, chunk_size=4096):
-        """How many of `texts` have more source tokens than the model reads
-        (`max_input_length`): those are cut. (0 for an export from before
-        the `tokenize` signature, which cannot count them.)"""
-        if self.max_input_length is None or "tokenize" not in self._loaded.signatures:
-            return 0
-        return sum(
-            length > self.max_input_length
-            for start in range(0, len(texts), chunk_size)
-            for length in self._lengths(texts[start : start + chunk_size], 1, "tokens")
-        )
-
-    def _lengths(self, texts, max_batch_size, batch_type):
-        """Each text's length, for cutting batches: its source tokens (the
-        export's `tokenize` signature) when batches count tokens, its
-        characters otherwise."""
-        _check_batching(max_batch_size, batch_type)
-        texts = _texts("source", texts)
-        if batch_type == "examples" or not max_batch_size:
-            return [len(text) for text in texts]
-        if "tokenize" not in self._loaded.signatures:
-            raise ValueError(
-                f"{self.model_path} has no `tokenize` signature, which batch_type='tokens' "
-                "counts tokens with: export the run again with "
-                "`python -m keras_attention.export RUN`"
-            )
-        tokenize = self._loaded.signatures["tokenize"]
-        return [int(n) for n in tokenize(text=self._tf.constant(texts, self._tf.string))["length"]]
 
     def translate_file(
         self,

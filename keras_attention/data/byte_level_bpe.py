@@ -306,14 +306,17 @@ def _merge(symbols, ranks):
         )
 
     def parts(dtype):
-        return tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False)
+        # An empty part first, so that a batch of empty texts (no step)
+        # still has one to concatenate.
+        parts = tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False)
+        return parts.write(0, tf.zeros([0], dtype))
 
     vector = tf.TensorShape([None])
     _, _, _, done_values, done_rows = tf.while_loop(
         lambda step, values, *_: tf.size(values) > 0,
         merge_one,
         (
-            tf.constant(0),
+            tf.constant(1),
             symbols.flat_values,
             symbols.value_rowids(),
             parts(tf.string),

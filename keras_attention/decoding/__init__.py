@@ -12,10 +12,15 @@ target, `end_id` (default 2) ends it.
 
 `search` decodes with CTranslate2's options (`DecodingOptions`: n-best
 lists, target prefixes, its length penalty and stopping rule, repetition
-penalties, banned n-grams and sequences, length bounds); `score_targets`
-gives each token of given answers its log-probability; `alignments` the
-source position each token of the answers attended to most (CTranslate2's
-`return_attention`), read back by teacher forcing (`cross_attention`).
+penalties, banned n-grams and sequences, length bounds, sampling), as its
+`Translator.translate_batch`; `generate` continues a language model's
+prompts with the same options, as its `Generator.generate_batch`.
+`score_targets` gives each token of given answers its log-probability
+(its `Translator.score_batch`), `score_sequences` each token of given
+texts under a language model (its `Generator.score_batch`); `alignments`
+the source position each token of the answers attended to most
+(CTranslate2's `return_attention`), read back by teacher forcing
+(`cross_attention`).
 
 The package: `greedy.py` (`greedy_search`), `sampling.py` (`sample`,
 `filter_logits`, `gumbel_noise`), `beam.py` (`beam_search`,
@@ -33,8 +38,14 @@ from keras_attention.decoding.alignments import alignments, cross_attention, dec
 from keras_attention.decoding.beam import beam_search, best_extensions, most_hypotheses
 from keras_attention.decoding.constraints import Constraints
 from keras_attention.decoding.greedy import greedy_search
-from keras_attention.decoding.options import DecodingOptions, score_targets, search
-from keras_attention.decoding.sampling import filter_logits, gumbel_noise, sample
+from keras_attention.decoding.options import (
+    DecodingOptions,
+    generate,
+    score_sequences,
+    score_targets,
+    search,
+)
+from keras_attention.decoding.sampling import filter_logits, gumbel_noise, sample, sampling_choice
 from keras_attention.utils import NEG_INF
 
 __all__ = [
@@ -49,10 +60,13 @@ __all__ = [
     "decoder_inputs",
     "filter_logits",
     "first_argmax",
+    "generate",
     "greedy_search",
     "gumbel_noise",
     "most_hypotheses",
     "sample",
+    "sampling_choice",
+    "score_sequences",
     "score_targets",
     "search",
 ]

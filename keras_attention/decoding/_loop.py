@@ -141,6 +141,12 @@ class Scoring:
         num_hypotheses: optional int, how many finished hypotheses beam
             search returns per row (None: `beam_size`).
         constraints: optional `Constraints`, applied to every step's logits.
+        history_start: int, or int `[B]` (one per batch item): the first
+            position of a hypothesis's own tokens, those that the
+            `"power"` form counts in its length and the constraints read
+            (1: all but the start token; a language model's prompt
+            length: what follows its prompt, CTranslate2's
+            `include_prompt_in_result=False`).
     """
 
     length_penalty: object = 0.6
@@ -148,11 +154,13 @@ class Scoring:
     patience: object = 0
     num_hypotheses: object = None
     constraints: object = None
+    history_start: object = 1
 
-    def length(self, written, prompt_length):
+    def length(self, written, prompt_length, history_start=1):
         """The length n of a hypothesis whose last token is at position
-        `written - 1` (`prompt_length`: the start token and any prefix)."""
-        return written - (prompt_length if self.form == "gnmt" else 1)
+        `written - 1` (`prompt_length`: the start token and any prefix;
+        `history_start`: the row's first position of its own tokens)."""
+        return written - (prompt_length if self.form == "gnmt" else history_start)
 
     def penalty(self, length, alpha=None):
         """The divisor of a hypothesis's log-probability (`alpha`: each
@@ -161,10 +169,14 @@ class Scoring:
         length = ops.cast(length, "float32")
         return ((5.0 + length) / 6.0) ** alpha if self.form == "gnmt" else length**alpha
 
-    def constrain(self, logits, tokens, index, row_ids):
+    def constrain(self, logits, tokens, index, row_ids, history_start=1):
         if self.constraints is None:
             return logits
-        return self.constraints.apply(logits, tokens, index, row_ids)
+        return self.constraints.apply(logits, tokens, index, row_ids, history_start)
+
+    def history_starts(self, batch_size):
+        """Each batch item's `history_start`, int32 `[B]`."""
+        return ops.cast(self.history_start, "int32") + ops.zeros((batch_size,), "int32")
 
 
 def _decode(
@@ -195,6 +207,9 @@ def _decode(
     rows = {
         "tokens": ops.pad(prompt, [[0, 0], [0, room]]),  # [B, L]
         "prompt_length": prompt_length,
+        "history_start": ops.ones((batch_size,), "int32")
+        if scoring is None
+        else scoring.history_starts(batch_size),
         "end_length": prompt_length + row_limit,  # [B]
         "finished": ops.zeros((batch_size,), "bool"),
         "log_prob": ops.zeros((batch_size,)),  # of the chosen tokens, when scored
@@ -209,7 +224,9 @@ def _decode(
         logits, state = model.decoding_step(tokens, index, state)
         logits = _no_padding(logits)
         if scoring is not None:
-            logits = scoring.constrain(logits, tokens, index, row_ids)
+            logits = scoring.constrain(
+                logits, tokens, index, row_ids, rows["history_start"][:, None]
+            )
         position = index + 1
         forced = position < prompt_length
         frozen = rows["finished"] | (position >= end_length)
@@ -237,7 +254,7 @@ def _decode(
     if scoring is None:
         answer = (_strip_start(tokens, is_lm),)
     else:
-        length = scoring.length(_lengths(tokens), prompt_length)
+        length = scoring.length(_lengths(tokens), prompt_length, rows["history_start"])
         answer = (_strip_start(tokens, is_lm), rows["log_prob"] / scoring.penalty(length))
     answer += (rows["cut"],) if with_cut else ()
     return answer if len(answer) > 1 else answer[0]

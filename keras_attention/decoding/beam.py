@@ -92,12 +92,14 @@ def _search(
     target_prefix=None,
     best_only=False,
     with_cut=False,
+    choose=_most_likely,
 ):
     """Greedy search for a beam of 1, beam search for more: the finished
     hypotheses `[B, N, ...]` and their scores `[B, N]`, best first (N:
     `scoring.num_hypotheses`, or the beam size); with `best_only`, the best
     `[B, ...]` and its score `[B]`. `with_cut`: also the rows `[B]` whose
-    buffers were too short for their search (`_loop_while_rows_remain`)."""
+    buffers were too short for their search (`_loop_while_rows_remain`).
+    `choose`: how a beam of 1 picks each token (`_decode`'s; sampling's)."""
 
     def kept(ids, scores, cut):
         answer = (ids[:, 0], scores[:, 0]) if best_only else (ids, scores)
@@ -111,7 +113,7 @@ def _search(
             start_id,
             end_id,
             use_cache,
-            _most_likely,
+            choose,
             scoring,
             target_prefix,
             with_cut=True,
@@ -172,6 +174,7 @@ def _beam_search(
     alpha = scoring.length_penalty
     rows = {
         "prompt_length": prompt_length,
+        "history_start": scoring.history_starts(batch_size)[:, None],  # [B, 1]
         # Positions before it may be written.
         "end_length": prompt_length + (row_limit if _is_scalar(row_limit) else row_limit[:, None]),
         # Each row's length penalty (one for all, or one per row).
@@ -189,12 +192,19 @@ def _beam_search(
 
     def step(index, rows, hypotheses, row_ids):
         prompt_length, end_length = rows["prompt_length"], rows["end_length"]  # [B, 1]
+        history_start = rows["history_start"]  # [B, 1]
         live_tokens = hypotheses["live_tokens"]
         logits, state = model.decoding_step(live_tokens, index, hypotheses["state"])
         batch_size, vocabulary_size = ops.shape(prompt_length)[0], ops.shape(logits)[-1]
         row_start = ops.arange(batch_size)[:, None]  # [B, 1]
         logits = _no_padding(logits)
-        logits = scoring.constrain(logits, live_tokens, index, ops.repeat(row_ids, K, axis=0))
+        logits = scoring.constrain(
+            logits,
+            live_tokens,
+            index,
+            ops.repeat(row_ids, K, axis=0),
+            ops.repeat(history_start, K, axis=0),
+        )
         if suppressed:  # log-probabilities over every token, then the suppressed ones out
             logits = _never_generated(model, ops.log_softmax(logits))
         logits = ops.reshape(logits, (batch_size, K, vocabulary_size))
@@ -219,9 +229,10 @@ def _beam_search(
         candidate = ops.arange(2 * K)[None, :]  # [1, 2K], best first
         if ours is not True:
             # CTranslate2 lets only the best candidate end at the first
-            # step after a target prefix: the others that would end are
-            # dropped there (its issue #277).
-            after_prefix = (position == prompt_length) & (prompt_length > 1)  # [B, 1]
+            # step after a target prefix (a prompt's tokens after its first,
+            # when they are part of the result): the others that would end
+            # are dropped there (its issue #277).
+            after_prefix = (position == prompt_length) & (prompt_length > history_start)  # [B, 1]
             dropped = after_prefix & (candidate > 0) & (token == end_id)
             dropped = _pick(ours, False, dropped)
             log_probs = ops.where(dropped, NEG_INF, log_probs)
@@ -244,7 +255,9 @@ def _beam_search(
         )
 
         # Finished: the best of those kept so far and those ending now.
-        length = scoring.length(ops.minimum(position + 1, end_length), prompt_length)  # [B, 1]
+        length = scoring.length(
+            ops.minimum(position + 1, end_length), prompt_length, history_start
+        )  # [B, 1]
         ending_scores = ops.where(ends, log_probs / scoring.penalty(length, rows["alpha"]), NEG_INF)
         finished_scores, kept_index = ops.top_k(
             ops.concatenate([rows["finished_scores"], ending_scores], axis=1), kept
@@ -283,8 +296,9 @@ def _beam_search(
         # the best it can score is its log-probability over the largest
         # penalty. The row is done when that cannot reach the N-th best
         # finished score.
-        shortest = ops.maximum(scoring.length(position + 1, prompt_length), 1)
-        longest = scoring.length(end_length, prompt_length)
+        history_start = rows["history_start"]
+        shortest = ops.maximum(scoring.length(position + 1, prompt_length, history_start), 1)
+        longest = scoring.length(end_length, prompt_length, history_start)
         largest_penalty = ops.maximum(
             scoring.penalty(shortest, rows["alpha"]), scoring.penalty(longest, rows["alpha"])
         )

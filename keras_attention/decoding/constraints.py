@@ -10,8 +10,12 @@ Face's) "logits processors".
 - `suppress_sequences`: these token sequences are never produced.
 
 Each rule reads the tokens produced so far (the history): in the token
-buffer of the decoding loops, positions 1 to `index` (position 0 holds the
-start token, which is not part of it; a target prefix is).
+buffer of the decoding loops, positions `history_start` to `index`:
+from 1 (position 0 holds the start token, which is not part of it; a
+target prefix is, and so is a language model's prompt after its first
+token), or, for a language model whose result leaves its prompt out
+(CTranslate2's `include_prompt_in_result=False`), from the first position
+after the prompt.
 """
 
 import dataclasses
@@ -47,16 +51,18 @@ class Constraints:
     end_id: int = 2
     unknown_id: int = UNKNOWN_ID
 
-    def apply(self, logits, tokens, index, row_ids):
+    def apply(self, logits, tokens, index, row_ids, history_start=1):
         """`logits` `[b, V]` with the rules applied.
 
         Args:
             logits: float32 `[b, V]`, the next token's logits per row.
             tokens: int `[b, L]`, each row's token buffer; the history is at
-                positions 1 to `index`.
+                positions `history_start` to `index`.
             index: scalar int, the position of the last token so far.
             row_ids: int `[b]`, the batch item each row is (for the values
                 given per batch item).
+            history_start: int, or int `[b, 1]` (one per row): the first
+                position of the history.
         """
 
         def own(value, dtype):  # [b, 1]: each row's value
@@ -68,27 +74,31 @@ class Constraints:
         vocabulary_size = ops.shape(logits)[-1]
         vocabulary = ops.arange(vocabulary_size)[None, :]  # [1, V]
         tokens = ops.cast(tokens, "int32")
+        start = ops.cast(history_start, "int32")  # [b, 1] or a scalar
+        produced = index + 1 - start  # the history's length, [b, 1]
 
         penalty = own(self.repetition_penalty, "float32")
 
         def penalized():
-            seen = _mark(tokens, _in_history(tokens, index), vocabulary_size)
+            seen = _mark(tokens, _in_history(tokens, index, start), vocabulary_size)
             lowered = ops.where(logits < 0, logits * penalty, logits / penalty)
             return ops.where(seen & (penalty != 1.0), lowered, logits)
 
         logits = _when(penalty != 1.0, penalized, logits)
-        banned = (index < own(self.min_length, "int32")) & (vocabulary == self.end_id)
+        banned = (produced < own(self.min_length, "int32")) & (vocabulary == self.end_id)
         banned |= own(self.disable_unk, "bool") & (vocabulary == self.unknown_id)
         never = ops.zeros(ops.shape(logits), "bool")
         size = own(self.no_repeat_ngram_size, "int32")
         banned |= _when(
-            size > 0, lambda: _repeated_ngram_ends(tokens, index, size, vocabulary_size), never
+            size > 0,
+            lambda: _repeated_ngram_ends(tokens, index, start, size, vocabulary_size),
+            never,
         )
         if self.suppress_sequences is not None:
             sequences = ops.take(ops.cast(self.suppress_sequences, "int32"), row_ids, axis=0)
             banned |= _when(
                 sequences != 0,
-                lambda: _suppressed(tokens, index, sequences, vocabulary_size),
+                lambda: _suppressed(tokens, index, produced, sequences, vocabulary_size),
                 never,
             )
         return ops.where(banned, NEG_INF, logits)
@@ -101,10 +111,11 @@ def _when(used, rule, otherwise):
     return ops.cond(ops.any(used), rule, lambda: otherwise)
 
 
-def _in_history(tokens, index):
-    """Bool `[b, L]`: the positions of the history."""
+def _in_history(tokens, index, start):
+    """Bool `[b, L]`: the positions of the history, `start` (`[b, 1]` or
+    a scalar) to `index`."""
     positions = ops.arange(ops.shape(tokens)[1])[None, :]
-    return ops.broadcast_to((positions >= 1) & (positions <= index), ops.shape(tokens))
+    return ops.broadcast_to((positions >= start) & (positions <= index), ops.shape(tokens))
 
 
 def _mark(ids, marked, vocabulary_size):
@@ -120,14 +131,16 @@ def _mark(ids, marked, vocabulary_size):
     return counts[:, :vocabulary_size] > 0
 
 
-def _repeated_ngram_ends(tokens, index, size, vocabulary_size):
+def _repeated_ngram_ends(tokens, index, start, size, vocabulary_size):
     """Bool `[b, V]`: the tokens that would complete an n-gram already in
-    the history (n = `size` `[b, 1]`; 0 for none). The n-gram ending at
-    history position e is repeated when its first n - 1 tokens equal the
-    history's last n - 1; its last token, token e, is then banned."""
+    the history (from position `start`; n = `size` `[b, 1]`, 0 for none).
+    The n-gram ending at history position e is repeated when its first
+    n - 1 tokens equal the history's last n - 1; its last token, token e,
+    is then banned."""
     length = ops.shape(tokens)[1]
     ends = ops.arange(length)[None, :]  # [1, L]: e
-    repeated = ops.broadcast_to((size > 0) & (ends >= size) & (ends <= index), ops.shape(tokens))
+    whole = ends >= start + size - 1  # the n-gram starts inside the history
+    repeated = ops.broadcast_to((size > 0) & whole & (ends <= index), ops.shape(tokens))
 
     def compare(distance, repeated):
         # Token e - 1 - distance against the history's token index - distance.
@@ -140,13 +153,13 @@ def _repeated_ngram_ends(tokens, index, size, vocabulary_size):
     return _mark(tokens, repeated, vocabulary_size)
 
 
-def _suppressed(tokens, index, sequences, vocabulary_size):
+def _suppressed(tokens, index, produced, sequences, vocabulary_size):
     """Bool `[b, V]`: the last token of each of `sequences` `[b, S, M]`
-    (0-padded) whose other tokens end the history; a sequence of one token
-    is always banned."""
+    (0-padded) whose other tokens end the history (`produced` `[b, 1]`
+    tokens long); a sequence of one token is always banned."""
     length, width = ops.shape(tokens)[1], ops.shape(sequences)[2]
     lengths = ops.sum(ops.cast(sequences != 0, "int32"), axis=-1)  # [b, S]
-    matches = (lengths >= 1) & (index >= lengths - 1)  # [b, S]
+    matches = (lengths >= 1) & (produced >= lengths - 1)  # [b, S]
 
     def compare(m, matches):
         # The sequence's token m against the history's token at index - (l - 2) + m.

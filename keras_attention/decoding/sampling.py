@@ -61,6 +61,16 @@ def sample(
     if not ops.is_tensor(top_p) and top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p!r}")
     seeds = _sequence_seeds(seed, ops.shape(inputs)[0])  # [B]
+    choose = sampling_choice(temperature, top_k, top_p, seeds)
+    return _decode(model, inputs, max_length, start_id, end_id, use_cache, choose)
+
+
+def sampling_choice(temperature, top_k, top_p, seeds):
+    """The one-best loop's `choose(logits [b, V], position, row_ids [b])`
+    that samples, as `sample` describes its arguments (each a Python
+    value or a tensor `[B]`; `seeds` int `[B]`). A row whose temperature
+    is <= 0 or whose `top_k` is 1 takes the most likely token, the first
+    of equal ones (greedy search's choice)."""
 
     def choose(logits, position, row_ids):
         def own(value):  # an option given per sequence: the rows' own values
@@ -68,13 +78,15 @@ def sample(
 
         temperatures = _per_sequence(own(temperature), "float32")
         sampling = temperatures > 0  # False (NaN too): greedy
+        if top_k is not None:
+            sampling &= _per_sequence(own(top_k), "int32") != 1
         # (Within [1e-6, 1e6], so the scaled logits stay finite.)
         scaled = logits / ops.where(sampling, ops.clip(temperatures, 1e-6, 1e6), 1.0)
         filtered = filter_logits(scaled, top_k=own(top_k), top_p=own(top_p))
         noise = gumbel_noise(own(seeds), position, ops.shape(logits)[-1])
         return ops.where(sampling[:, 0], first_argmax(filtered + noise), first_argmax(logits))
 
-    return _decode(model, inputs, max_length, start_id, end_id, use_cache, choose)
+    return choose
 
 
 def filter_logits(logits, top_k=None, top_p=None):

@@ -22,7 +22,7 @@ layer as int8 with a scale per output unit (Keras's `model.quantize("int8")`:
 inputs are quantized per row as they come, and the products run in int8);
 the export is smaller and, compiled with `--jit-compile`, faster on CPU.
 
-`--format ctranslate2` writes a Transformer run as a CTranslate2 model
+`--format ctranslate2` writes a Transformer or TransformerLM run as a CTranslate2 model
 directory instead (`--export-dir`, default `<run>/ctranslate2`), with the
 run's vocabulary files (SentencePiece models) beside it; it needs `pip
 install ctranslate2`.
@@ -285,7 +285,7 @@ def quantize_dense_layers(model, mode):
 def export_run_to_ctranslate2(
     model_path, run_dir, output_dir=None, quantization=None, overwrite=False
 ):
-    """Writes the run's Transformer as a CTranslate2 model directory
+    """Writes the run's Transformer or TransformerLM as a CTranslate2 model directory
     (default `<run>/ctranslate2`), the run's vocabulary files beside it;
     returns the directory."""
     try:
@@ -295,17 +295,15 @@ def export_run_to_ctranslate2(
             "--format ctranslate2 needs the ctranslate2 package: pip install ctranslate2"
         ) from None
     from keras_attention.export.ctranslate2_model import export_ctranslate2
+    from keras_attention.tasks import task_of
 
     model, config, files, tokenizer = load_run(model_path, run_dir)
-    source, target = tokenizer("source"), tokenizer("target")
-    vocabulary_files = sorted(
-        {files.vocabulary(side, config["tokenizer"]) for side in ("source", "target")}
-    )
+    sides = task_of(model).sides  # ("source", "target"), or a language model's ("text",)
+    vocabulary_files = sorted({files.vocabulary(side, config["tokenizer"]) for side in sides})
     return export_ctranslate2(
         model,
         output_dir or Path(run_dir) / "ctranslate2",
-        source,
-        target,
+        *(tokenizer(side) for side in sides),
         quantization=quantization,
         vocabulary_files=vocabulary_files,
         overwrite=overwrite,

@@ -32,14 +32,12 @@ from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import (
     PAD_ID,
-    START_ID,
     padded,
     pair_token_ids,
-    prompt_starts,
     repair_utf8,
     token_ids,
 )
-from keras_attention.export import translate_batch
+from keras_attention.export import generate_batch, translate_batch
 from keras_attention.tasks import task_of
 from keras_attention.tasks.translation import cross_attention
 
@@ -93,6 +91,24 @@ def decode_by_options(texts, options, decode):
         group_answers = decode(tf.gather(texts, rows), groups[group])
         answers = tf.tensor_scatter_nd_update(answers, rows[:, None], group_answers)
     return answers
+
+
+def tokenize_signature(tokenizer):
+    """The `tokenize` signature: `text` `[B]` -> `tokens` `[B, S]` (each
+    text's tokens, "" for padding; the model reads the first `max_length`)
+    and their number, `length` `[B]`, what a `Translator` or `Generator`
+    cuts batches of tokens by."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
+
+    @tf.function(input_signature=[TEXTS])
+    def tokenize(text):
+        ids = padded(tokenizer.tokenize(repair_utf8(text)))  # all of them
+        return {
+            "tokens": token_strings(vocabulary, ids),
+            "length": tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1),
+        }
+
+    return tokenize
 
 
 class Server(tf.Module):
@@ -254,14 +270,6 @@ class TranslationServer(Server):
             translation = decode_by_options(text, [beam_size, max_length], translate_group)
             return {"translation": translation}
 
-        @tf.function(input_signature=[TEXTS])
-        def tokenize(text):
-            source_ids = padded(source_tokenizer.tokenize(repair_utf8(text)))  # all of them
-            return {
-                "tokens": token_strings(source_vocabulary, source_ids),
-                "length": tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1),
-            }
-
         super().__init__(
             [source_tokenizer, target_tokenizer],
             {
@@ -274,7 +282,7 @@ class TranslationServer(Server):
                 "score_batch": translate_batch.score_batch(
                     model, source_tokenizer, target_tokenizer, max_length_limit
                 ),
-                "tokenize": tokenize,
+                "tokenize": tokenize_signature(source_tokenizer),
             },
             name="translation_server",
             with_defaults=["translate_batch"],
@@ -335,14 +343,18 @@ class LanguageModelServer(Server):
       `top_k`, `top_p` and `seed`, all `[B]` -> `completion` `[B]`: each
       row sampled with its own options from its own seed (the same seed,
       the same completion, whatever else is in the batch). `temperature`
-      <= 0 decodes greedily; `top_k` 0 and `top_p` 0 or 1 set no limit.
+      <= 0 decodes greedily; `top_k` 0 and `top_p` 0 or 1 set no limit;
+    - `generate_batch` and `score_batch`: CTranslate2's `Generator`'s
+      (`keras_attention.export.generate_batch`); `tokenize`, as a
+      translator's (`tokenize_signature`), each prompt's text tokens.
 
     With `jit_compile=True` the search with the export's beam size and
     maximum length (`serving_default`'s, and `complete_with_options`' rows
-    that ask for those) is compiled by XLA, prompts padded to a few lengths,
-    as a translator's is. Only for a model whose positions do not end
-    (rotary, ALiBi, sinusoidal): with learned positions each row's room
-    differs, which XLA cannot compile as one program.
+    that ask for those) is compiled by XLA, prompts padded to a few
+    lengths, as a translator's is (`generate_batch` runs as a plain
+    graph). Only for a model whose positions do not end (rotary, ALiBi,
+    sinusoidal): with learned positions each row's room differs, which XLA
+    cannot compile as one program.
     """
 
     text_input = "prompt"
@@ -369,14 +381,16 @@ class LanguageModelServer(Server):
                 "top_p": 1.0,
                 "seed": 0,
             },
+            # CTranslate2's defaults, but the export's length: a short warm-up.
+            "generate_batch": generate_batch.defaults() | {"max_length": max_length},
+            "score_batch": {},
+            "tokenize": {},
         }
+        self.text_inputs = {"score_batch": "text", "tokenize": "text"}
 
         def complete(prompt, max_length, decode):
             """`decode(prompt ids [B, P], new tokens per row [B])` -> ids."""
-            prompt_ids = token_ids(tokenizer, prompt, prompt_limit)
-            if prompt_starts(tokenizer):
-                start = tf.fill([tf.shape(prompt_ids)[0], 1], START_ID)
-                prompt_ids = tf.concat([start, prompt_ids], axis=1)  # <s> x1 .. xn, right-padded
+            prompt_ids = generate_batch.prompt_ids(tokenizer, prompt, prompt_limit)
             prompt_length = tf.reduce_sum(tf.cast(prompt_ids != PAD_ID, tf.int32), axis=1)
             new_tokens = max_length + tf.zeros_like(prompt_length)  # [B]
             if positions is not None:
@@ -460,6 +474,9 @@ class LanguageModelServer(Server):
                 "serving_default": serving_default,
                 "complete_with_options": complete_with_options,
                 "complete_by_sampling": complete_by_sampling,
+                "generate_batch": generate_batch.generate_batch(model, tokenizer, prompt_limit),
+                "score_batch": generate_batch.score_batch(model, tokenizer, prompt_limit),
+                "tokenize": tokenize_signature(tokenizer),
             },
             name=self.server_name,
         )

@@ -77,6 +77,9 @@ MAX_BEAM_SIZE = 16  # the most beams a request may ask for, in every signature
 # The most tokens a request may ask for: a bound on the buffers one request
 # makes the server allocate.
 MAX_DECODING_LENGTH = 1024
+# The most draws of one prompt a request may ask for (`num_hypotheses` with
+# sampling): each is a row of the search.
+MAX_DRAWS = 64
 
 # Option input -> (dtype, CTranslate2's default).
 OPTIONS = {
@@ -124,48 +127,96 @@ def per_text(text, options):
     return repeated
 
 
-def check_options(options):
+def check_options(text, options, signature="translate_batch", names=None):
     """Fails the request, naming the option, the row and the value, unless
-    every option is within its range."""
+    every option has one value per text within its range.
+
+    Args:
+        text: string `[B]`, the texts.
+        options: input name -> its values `[B, ...]`.
+        signature: the signature's name, which the messages start with.
+        names: `DecodingOptions` field -> the name of its input, where
+            they differ (a `generate_batch`'s `max_length` is
+            `max_decoding_length`). The sampling options are checked
+            where the signature has them.
+    """
+    names = names or {}
+
+    def name(field):
+        return names.get(field, field)
+
+    def value(field):
+        return options[name(field)]
+
     checks = []
-    most = decoding.most_hypotheses(options["beam_size"], options["patience"])
+    batch_size = tf.shape(text)[0]
+    for option, values in options.items():
+        checks.append(
+            tf.debugging.assert_equal(
+                tf.shape(values)[0],
+                batch_size,
+                message=f"{signature}: `{option}` needs one value per text",
+            )
+        )
+    beam_size, maximum = value("beam_size"), value("max_decoding_length")
+    most = decoding.most_hypotheses(beam_size, value("patience"))
+    most_text = "from 1 to round(beam_size * patience) (beam_size with patience 0)"
+    sampling = name("sampling_topk") in options
+    if sampling:  # with a beam of 1, any number of draws
+        most = tf.where((beam_size == 1) & (value("sampling_topk") != 1), MAX_DRAWS, most)
+        most_text += f"; with beam_size 1 and sampling, from 1 to {MAX_DRAWS}"
     ranges = [
         (
             "beam_size",
-            (options["beam_size"] >= 1) & (options["beam_size"] <= MAX_BEAM_SIZE),
+            (beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
             f"from 1 to {MAX_BEAM_SIZE}",
         ),
-        ("patience", options["patience"] >= 0, ">= 0"),
+        ("patience", value("patience") >= 0, ">= 0"),
         (
             "num_hypotheses",
-            (options["num_hypotheses"] >= 1) & (options["num_hypotheses"] <= most),
-            "from 1 to round(beam_size * patience) (beam_size with patience 0)",
+            (value("num_hypotheses") >= 1) & (value("num_hypotheses") <= most),
+            most_text,
         ),
-        ("repetition_penalty", options["repetition_penalty"] > 0, "> 0"),
-        ("no_repeat_ngram_size", options["no_repeat_ngram_size"] >= 0, ">= 0"),
+        ("repetition_penalty", value("repetition_penalty") > 0, "> 0"),
+        ("no_repeat_ngram_size", value("no_repeat_ngram_size") >= 0, ">= 0"),
         (
             "min_decoding_length",
-            (options["min_decoding_length"] >= 0)
-            & (options["min_decoding_length"] <= options["max_decoding_length"]),
-            "from 0 to max_decoding_length",
+            (value("min_decoding_length") >= 0) & (value("min_decoding_length") <= maximum),
+            f"from 0 to {name('max_decoding_length')}",
         ),
         (
             "max_decoding_length",
-            (options["max_decoding_length"] >= 1)
-            & (options["max_decoding_length"] <= MAX_DECODING_LENGTH),
+            (maximum >= 1) & (maximum <= MAX_DECODING_LENGTH),
             f"from 1 to {MAX_DECODING_LENGTH}",
         ),
     ]
-    for name, valid, requirement in ranges:
-        # The first row out of range (row 0 of an empty batch, which passes).
-        row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
-        value = tf.gather(tf.concat([options[name], tf.zeros([1], options[name].dtype)], 0), row)
-        checks.append(
-            tf.debugging.Assert(
-                tf.reduce_all(valid),
-                [f"translate_batch: `{name}` must be {requirement}; row", row, "has", value],
+    if sampling:
+        topk, temperature = value("sampling_topk"), value("sampling_temperature")
+        ranges += [
+            (
+                "sampling_topk",
+                (topk >= 0) & ((beam_size == 1) | (topk == 1) | (temperature == 0)),
+                ">= 0, and 1 with a beam_size above 1 (sampling draws with beam_size 1)",
+            ),
+            (
+                "sampling_topp",
+                (value("sampling_topp") > 0) & (value("sampling_topp") <= 1),
+                "in (0, 1]",
+            ),
+            ("sampling_temperature", temperature >= 0, ">= 0"),
+        ]
+    with tf.control_dependencies(checks):
+        for field, valid, requirement in ranges:
+            values = value(field)
+            # The first row out of range (row 0 of an empty batch, which passes).
+            row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
+            shown = tf.gather(tf.concat([values, tf.zeros([1], values.dtype)], 0), row)
+            checks.append(
+                tf.debugging.Assert(
+                    tf.reduce_all(valid),
+                    [f"{signature}: `{name(field)}` must be {requirement}; row", row, "has", shown],
+                )
             )
-        )
     return checks
 
 
@@ -233,7 +284,7 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
             },
         )
         target_prefix, suppress_sequences = options["target_prefix"], options["suppress_sequences"]
-        checks = check_options(options)
+        checks = check_options(text, options)
         batch_size = tf.shape(text)[0]
         width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
         length = tf.maximum(tf.reduce_max(options["max_decoding_length"]), 1)

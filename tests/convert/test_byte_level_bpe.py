@@ -169,3 +169,16 @@ def test_gpt2_model_names_and_saved_causal_masks_convert_alike(converted, tmp_pa
     ids = np.array([[5, 6, 7, 8]], "int32")
     logits = np.asarray(from_huggingface(folder).model(ids))
     np.testing.assert_array_equal(logits, np.asarray(converted("gpt2").model(ids)))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen2"])
+def test_a_batch_of_empty_texts_tokenizes_eagerly_and_in_a_graph(converted, name):
+    """No text has a piece to merge: the merges run no step (a GPT-2
+    export's `generate_batch` tokenizes its `suppress_sequences`, "" by
+    default, so)."""
+    tokenizer = converted(name).tokenizers["text"]
+    in_a_graph = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+    for texts in ([""], ["", ""], [], ["", "a b"]):
+        for tokenize in (tokenizer.tokenize, in_a_graph):
+            rows = tokenize(tf.constant(texts, tf.string)).to_list()
+            assert [len(row) for row in rows] == [0 if not t else 2 for t in texts]

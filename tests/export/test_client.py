@@ -113,6 +113,40 @@ def test_sampling_options_over_rest_rows_and_grpc(exports, server):
     assert list(by_grpc["completion"]) == expected
 
 
+def test_generate_batch_over_rest_rows_and_grpc(exports, server):
+    """A language model's `generate_batch` as docs/serving.md asks it: every
+    option, one object a prompt (beam search's n-best list, and a sample
+    without the prompt); the answers of `Generator` on the same export."""
+    from keras_attention import Generator
+    from keras_attention.export import generate_batch
+
+    rest, grpc = server
+    defaults = generate_batch.defaults()
+    rows = [
+        {**defaults, "prompt": "1234", "beam_size": 2, "num_hypotheses": 2, "max_length": 6},
+        {
+            **defaults,
+            "prompt": "98",
+            "max_length": 6,
+            "sampling_topk": 3,
+            "sampling_temperature": 0.8,
+            "seed": 7,
+            "include_prompt_in_result": False,
+        },
+    ]
+    inputs = {name: [row[name] for row in rows] for name in rows[0]}
+    by_rows = client.predict_rest(inputs, "lm", rest, "generate_batch", rows=True)
+    by_grpc = client.predict_grpc(inputs, "lm", grpc, "generate_batch")
+    assert by_rows["sequences"].shape == (2, 2) and by_rows["scores"].shape == (2, 2)
+    generator = Generator(exports.language_model_path)
+    for row, answer, other in zip(rows, by_rows["sequences"], by_grpc["sequences"], strict=True):
+        options = {k: v for k, v in row.items() if k not in ("prompt", "suppress_sequences")}
+        (result,) = generator.generate_batch([row["prompt"]], **options)
+        expected = [s.encode() for s in result.sequences]
+        assert list(answer[: len(expected)]) == list(other[: len(expected)]) == expected
+    assert by_rows["sequences"][1, 1] == b""  # one hypothesis asked for
+
+
 def test_errors_name_the_server_and_the_problem(server):
     rest, grpc = server
     with pytest.raises(RuntimeError, match=f"{rest} answered 404.*Servable not found"):

@@ -17,7 +17,11 @@ from export_helpers import MAX_LENGTH, make_run, reversal_pairs
 from keras_attention import decoding
 from keras_attention.data.tokenizers import CharacterTokenizer
 from keras_attention.export.ctranslate2_model import export_ctranslate2
-from keras_attention.models import build_transformer, build_transformer_lm
+from keras_attention.models import (
+    build_transformer,
+    build_transformer_classifier,
+    build_transformer_lm,
+)
 from keras_attention.utils import END_ID, PAD_ID
 
 
@@ -112,8 +116,10 @@ def test_random_weights_translate_the_same_post_norm_and_pre_norm(norm_first, tm
 
 
 def test_what_ctranslate2_cannot_hold_is_refused_by_name(exports, tmp_path):
-    with pytest.raises(ValueError, match="takes a Transformer encoder-decoder.*TransformerLM"):
-        export_ctranslate2(build_transformer_lm(20), tmp_path / "lm", None, None)
+    with pytest.raises(ValueError, match="or a TransformerLM .*received TransformerClassifier"):
+        export_ctranslate2(build_transformer_classifier(20, 3), tmp_path / "c", None, None)
+    with pytest.raises(ValueError, match="A language model has one tokenizer"):
+        export_ctranslate2(build_transformer_lm(20), tmp_path / "lm", *[exports.tokenizer] * 2)
     with pytest.raises(ValueError, match="quantization"):
         export_ctranslate2(
             exports.translator,

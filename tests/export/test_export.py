@@ -24,6 +24,7 @@ from export_helpers import (
 
 from keras_attention import decoding, export
 from keras_attention.data.tokenizers import START_ID
+from keras_attention.export import generate_batch
 
 
 def answers(served, path):
@@ -104,6 +105,14 @@ def test_signatures_inputs_and_outputs(exports, served):
     assert lm["serving_default"]["outputs"] == lm["complete_with_options"]["outputs"]
     assert lm["serving_default"]["outputs"] == lm["complete_by_sampling"]["outputs"]
     assert lm["serving_default"]["outputs"] == ["completion"]
+    assert lm["generate_batch"]["inputs"] == sorted(
+        ["prompt", "suppress_sequences", *generate_batch.OPTIONS]
+    )
+    assert lm["generate_batch"]["outputs"] == ["scores", "sequences", "tokens"]
+    assert lm["score_batch"]["inputs"] == ["text"]
+    assert lm["score_batch"]["outputs"] == ["log_prob", "log_probs", "tokens"]
+    assert lm["tokenize"]["inputs"] == ["text"]
+    assert lm["tokenize"]["outputs"] == ["length", "tokens"]
 
 
 def test_every_signature_is_batch_major(exports, served):
@@ -348,10 +357,15 @@ def test_warmup_requests_parse_and_run(exports, served):
         "serving_default",
         "complete_with_options",
         "complete_by_sampling",
+        "generate_batch",
+        "score_batch",
+        "tokenize",
     ]
     lm_replies = answers(served, exports.language_model_path)[7:]
     for request, reply in zip(lm_warmup, lm_replies, strict=True):
-        assert reply["completion"].shape == (len(request.inputs["prompt"].string_val),)
+        (text,) = [t for t in ("prompt", "text") if t in request.inputs]
+        (output,) = [o for o in ("completion", "sequences", "log_prob", "length") if o in reply]
+        assert len(reply[output]) == len(request.inputs[text].string_val)
     replies = answers(served, exports.translator_v1)[9 : 9 + len(warmup)]
     assert len(replies) == len(warmup)
     for request, reply in zip(warmup, replies, strict=True):

@@ -1,0 +1,231 @@
+"""The `generate_batch` and `score_batch` signatures of a language model's
+export: CTranslate2's `Generator.generate_batch` and `score_batch`, with
+text in and text out, every option a `[B]` input.
+
+`generate_batch` inputs (B prompts; every option one value per prompt):
+
+| input | dtype, shape | CTranslate2's default |
+|---|---|---|
+| `prompt` | string `[B]` (text, not tokens) | |
+| `beam_size` | int32 `[B]` | 1 |
+| `patience` | float32 `[B]` (0: the zoo's stopping rule) | 1 |
+| `num_hypotheses` | int32 `[B]` | 1 |
+| `length_penalty` | float32 `[B]` | 1 |
+| `repetition_penalty` | float32 `[B]` | 1 |
+| `no_repeat_ngram_size` | int32 `[B]` | 0 |
+| `disable_unk` | bool `[B]` | false |
+| `max_length` | int32 `[B]` | 512 |
+| `min_length` | int32 `[B]` | 0 |
+| `sampling_topk` | int32 `[B]` | 1 |
+| `sampling_topp` | float32 `[B]` | 1 |
+| `sampling_temperature` | float32 `[B]` | 1 |
+| `include_prompt_in_result` | bool `[B]` | true |
+| `seed` | int32 `[B]` (each row's own draws) | |
+| `suppress_sequences` | string `[B, S]`, "" padded | none |
+
+Outputs: `sequences` string `[B, N]` (N: the batch's largest
+`num_hypotheses`, with a beam of 1 and sampling that many draws; a row's
+n-best list is its first `num_hypotheses`, best
+first, the others ""), each the prompt and its continuation as text (the
+continuation alone with `include_prompt_in_result` false); `scores`
+float32 `[B, N]` (0 after a row's list); `tokens` string `[B, N, T]`,
+each result's tokens ("" padded; a prompt's start token left out, as
+CTranslate2 leaves out its BOS). The end token ends a result and is not
+part of it.
+
+What the options count and mean: `keras_attention.decoding.generate`
+(with the prompt in the result, `max_length` and `min_length` count its
+tokens after the start token, as CTranslate2's do). A prompt is tokenized
+as the export's other signatures tokenize it (the start token first where
+the model's prompts have one) and cut to the export's `max_length` tokens.
+A model with learned positions stops where they end. An empty prompt of a
+model whose prompts have no start token (GPT-2's) has no token to start
+from: its result is "", scored 0 (CTranslate2 refuses it). Out-of-range
+options fail the request with an InvalidArgument error naming the option,
+the row and its value (`translate_batch.check_options`).
+
+`score_batch`: `text` string `[B]` -> `tokens` string `[B, T]` (each
+text's tokens after the first: the start token is read, not scored, as
+CTranslate2 reads its first token), `log_probs` float32 `[B, T]` (each
+token's log-probability given those before it, 0 at padding) and
+`log_prob` `[B]` (their sum). No end token is added, as CTranslate2 adds
+none.
+"""
+
+import tensorflow as tf
+
+from keras_attention import decoding
+from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
+from keras_attention.decoding.options import GENERATION_NAMES
+from keras_attention.export import translate_batch
+from keras_attention.export.translate_batch import by_groups, check_options
+
+# Option input -> (dtype, CTranslate2's `generate_batch` default).
+OPTIONS = {
+    "beam_size": (tf.int32, 1),
+    "patience": (tf.float32, 1.0),
+    "num_hypotheses": (tf.int32, 1),
+    "length_penalty": (tf.float32, 1.0),
+    "repetition_penalty": (tf.float32, 1.0),
+    "no_repeat_ngram_size": (tf.int32, 0),
+    "disable_unk": (tf.bool, False),
+    "max_length": (tf.int32, 512),
+    "min_length": (tf.int32, 0),
+    "sampling_topk": (tf.int32, 1),
+    "sampling_topp": (tf.float32, 1.0),
+    "sampling_temperature": (tf.float32, 1.0),
+    "include_prompt_in_result": (tf.bool, True),
+    "seed": (tf.int32, 0),
+}
+INPUTS = [
+    tf.TensorSpec([None], tf.string, name="prompt"),
+    *(tf.TensorSpec([None], dtype, name=name) for name, (dtype, _) in OPTIONS.items()),
+    tf.TensorSpec([None, None], tf.string, name="suppress_sequences"),
+]
+
+
+def defaults():
+    """Option input -> its default, as a warm-up request sends it."""
+    return {
+        **{name: default for name, (_, default) in OPTIONS.items()},
+        "suppress_sequences": [""],
+    }
+
+
+def prompt_ids(tokenizer, texts, max_length):
+    """Strings `[B]` -> prompt ids `[B, P]`, right-padded with 0: the start
+    id first where the model's prompts have one, then at most `max_length`
+    of the text's ids."""
+    ids = token_ids(tokenizer, texts, max_length)
+    if not prompt_starts(tokenizer):
+        return ids
+    start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+    return tf.concat([start, ids], axis=1)  # <s> x1 .. xn
+
+
+def generate_batch(model, tokenizer, prompt_limit):
+    """The signature's `tf.function`, for `tf.saved_model.save`.
+    `prompt_limit`: the most tokens of a prompt's text that are read."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
+    positions = model.max_length  # learned positions end; None: they do not
+
+    def sequence_ids(texts):
+        """Strings `[n]` -> ids `[n, M]`, 0-padded, no end id."""
+        ids = token_ids(tokenizer, texts, translate_batch.MAX_DECODING_LENGTH)
+        return tf.where(ids == END_ID, PAD_ID, ids)
+
+    @tf.function(input_signature=INPUTS)
+    def signature(prompt, *values):
+        *values, suppress_sequences = values
+        options = dict(zip(OPTIONS, values, strict=True))
+        checks = check_options(
+            prompt,
+            {**options, "suppress_sequences": suppress_sequences},
+            signature="generate_batch",
+            names=GENERATION_NAMES,
+        )
+        batch_size = tf.shape(prompt)[0]
+        width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
+        length = tf.shape(prompt_ids(tokenizer, prompt, prompt_limit))[1]
+        length += tf.maximum(tf.reduce_max(options["max_length"]), 1)
+        outputs = {
+            "ids": tf.zeros([batch_size, width, length], tf.int32),
+            "scores": tf.zeros([batch_size, width], tf.float32),
+        }
+        # The options that set shapes: each group of rows sharing them is
+        # one search.
+        keys = tf.stack(
+            [
+                options["beam_size"],
+                options["num_hypotheses"],
+                tf.bitcast(options["patience"], tf.int32),
+            ],
+            axis=1,
+        )
+
+        def decode(rows):
+            def of_rows(x):
+                return tf.gather(x, rows)
+
+            ids = prompt_ids(tokenizer, of_rows(prompt), prompt_limit)  # [b, P]
+            prompt_length = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
+            # An empty prompt without a start token: a token to run on,
+            # whose result is replaced by "" below.
+            empty = prompt_length == 0  # [b]
+            first = tf.range(tf.shape(ids)[1])[None, :] == 0
+            ids = tf.where(empty[:, None] & first, END_ID, ids)
+            prompt_length = tf.maximum(prompt_length, 1)
+            included = of_rows(options["include_prompt_in_result"])
+            maximum = of_rows(options["max_length"])
+            if positions is not None:
+                # <s>, the prompt and the continuation within the positions.
+                room = tf.where(included, positions - 1, positions - prompt_length)
+                maximum = tf.minimum(maximum, room)
+            sequences = of_rows(suppress_sequences)  # [b, S]
+            suppressed = sequence_ids(tf.reshape(sequences, [-1]))
+            suppressed = tf.reshape(suppressed, [tf.shape(rows)[0], tf.shape(sequences)[1], -1])
+            search_options = decoding.DecodingOptions.generation(
+                beam_size=of_rows(options["beam_size"])[0],
+                patience=of_rows(options["patience"])[0],
+                num_hypotheses=of_rows(options["num_hypotheses"])[0],
+                length_penalty=of_rows(options["length_penalty"]),
+                repetition_penalty=of_rows(options["repetition_penalty"]),
+                no_repeat_ngram_size=of_rows(options["no_repeat_ngram_size"]),
+                disable_unk=of_rows(options["disable_unk"]),
+                max_length=maximum,
+                min_length=tf.minimum(of_rows(options["min_length"]), maximum),
+                sampling_topk=of_rows(options["sampling_topk"]),
+                sampling_topp=of_rows(options["sampling_topp"]),
+                sampling_temperature=of_rows(options["sampling_temperature"]),
+                suppress_sequences=suppressed,
+            )
+            ids, scores = generate(
+                model,
+                ids,
+                search_options,
+                include_prompt_in_result=included,
+                seed=of_rows(options["seed"]),
+            )  # [b, N, L], [b, N]
+            ids = tf.where(empty[:, None, None], PAD_ID, ids[:, :, :length])
+            scores = tf.where(empty[:, None], 0.0, scores)
+            padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
+            return {
+                "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
+                "scores": tf.pad(scores, padding),
+            }
+
+        with tf.control_dependencies(checks):
+            outputs = by_groups(keys, outputs, decode)
+        ids = outputs["ids"]  # [B, N, L]
+        ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
+        ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of a result
+        longest = tf.reduce_max(tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=2))
+        ids = ids[:, :, : tf.maximum(longest, 1)]
+        flat = tf.reshape(ids, [-1, tf.shape(ids)[2]])
+        sequences = tf.reshape(tokenizer.detokenize(flat), [batch_size, width])
+        tokens = tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
+        return {"sequences": sequences, "scores": outputs["scores"], "tokens": tokens}
+
+    return signature
+
+
+def score_batch(model, tokenizer, prompt_limit):
+    """The `score_batch` signature's `tf.function`."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def signature(text):
+        labels, log_probs = score_sequences(model, prompt_ids(tokenizer, text, prompt_limit))
+        return {
+            "tokens": tf.where(labels == PAD_ID, "", tf.gather(vocabulary, labels)),
+            "log_probs": log_probs,
+            "log_prob": tf.reduce_sum(log_probs, axis=1),
+        }
+
+    return signature
+
+
+# Written with `keras.ops` for every backend: AutoGraph has nothing to
+# convert in them.
+generate = tf.autograph.experimental.do_not_convert(decoding.generate)
+score_sequences = tf.autograph.experimental.do_not_convert(decoding.score_sequences)
