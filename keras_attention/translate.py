@@ -20,6 +20,9 @@ from pathlib import Path
 
 from keras_attention.files import write_atomically
 
+# The truncated lines a warning names before it counts the rest.
+TRUNCATED_LINES_SHOWN = 10
+
 
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(
@@ -75,14 +78,19 @@ def main(argv=None):
                 f"{len(texts)}: a target prefix is needed for each line"
             )
         translator = Translator(args.model)
-        truncated = translator.count_truncated(texts)
+        truncated = translator.truncated(texts)
     except (OSError, ValueError) as error:
         raise SystemExit(f"error: {error}") from None
     if truncated:
         limit = translator.max_input_length
+        shown = ", ".join(str(index + 1) for index in truncated[:TRUNCATED_LINES_SHOWN])
+        more = len(truncated) - TRUNCATED_LINES_SHOWN
+        lines = f"line{'s' if len(truncated) > 1 else ''} {shown}" + (
+            f" and {more:,} more" if more > 0 else ""
+        )
         print(
-            f"WARNING: {truncated:,} of {len(texts):,} lines have more than {limit} tokens: "
-            f"the model reads the first {limit} of each (the export's max_length)",
+            f"WARNING: {len(truncated):,} of {len(texts):,} lines have more than {limit} tokens "
+            f"({lines}): the model reads the first {limit} of each (the export's max_length)",
             file=sys.stderr,
         )
     import tensorflow as tf

@@ -177,17 +177,18 @@ class ExportClient:
         if texts:
             yield texts, prefixes
 
-    def count_truncated(self, texts, chunk_size=4096):
-        """How many of `texts` have more tokens than the model reads
-        (`max_input_length`): those are cut. (0 for an export from before
+    def truncated(self, texts, chunk_size=4096):
+        """The indices of `texts` that have more tokens than the model reads
+        (`max_input_length`): those are cut. (None listed for an export from before
         the `tokenize` signature, which cannot count them.)"""
         if self.max_input_length is None or "tokenize" not in self._loaded.signatures:
-            return 0
-        return sum(
-            length > self.max_input_length
+            return []
+        lengths = (
+            length
             for start in range(0, len(texts), chunk_size)
             for length in self._lengths(texts[start : start + chunk_size], 1, "tokens")
         )
+        return [index for index, length in enumerate(lengths) if length > self.max_input_length]
 
     def _lengths(self, texts, max_batch_size, batch_type):
         """Each text's length, for cutting batches: its tokens (the

@@ -166,7 +166,7 @@ def _check_decoder_only(model):
             f"got {sorted(activations)}"
         )
     unsupported = {
-        "window_size": None,  # its sliding window is a bound on the cache, not a mask
+        "sliding_window": None,  # its sliding window is a bound on the cache, not a mask
         "use_gate": False,
         "rotary_scaling_factor": 1.0,
     }

@@ -319,7 +319,7 @@ def test_the_start_token_is_left_out_of_a_result(both):
     "overrides, message",
     [
         (dict(positions="alibi"), "positions='alibi'"),
-        (dict(preset="modern_windowed"), "window_size=None; the model has window_size=16"),
+        (dict(preset="modern_windowed"), "sliding_window=None; the model has sliding_window=16"),
         (dict(use_gate=True), "use_gate=False; the model has use_gate=True"),
         (dict(positions="rotary", rotary_scaling_factor=2.0), "rotary_scaling_factor"),
         (dict(suppressed_ids=[5]), "suppressed_ids=\\[5\\]"),

@@ -150,7 +150,7 @@ def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2", "3", "3"]
     assert lines[2].split(" ||| ")[1] == "" and lines[4].split(" ||| ")[1].startswith("5")
     # (The export reads MAX_LENGTH = 10 tokens, characters here.)
-    assert "WARNING: 1 of 4 lines have more than 10 tokens" in result.stderr
+    assert "WARNING: 1 of 4 lines have more than 10 tokens (line 4)" in result.stderr
 
 
 def test_the_command_replaces_unknowns(exports, tmp_path):
