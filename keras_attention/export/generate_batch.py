@@ -58,7 +58,7 @@ from keras_attention import decoding
 from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
 from keras_attention.decoding.options import GENERATION_NAMES
 from keras_attention.export import translate_batch
-from keras_attention.export.translate_batch import by_groups, check_options
+from keras_attention.export.translate_batch import answers_and_groups, by_groups, check_options
 
 # Option input -> (dtype, CTranslate2's `generate_batch` default).
 OPTIONS = {
@@ -125,23 +125,10 @@ def generate_batch(model, tokenizer, prompt_limit):
             names=GENERATION_NAMES,
         )
         batch_size = tf.shape(prompt)[0]
-        width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
         length = tf.shape(prompt_ids(tokenizer, prompt, prompt_limit))[1]
         length += tf.maximum(tf.reduce_max(options["max_length"]), 1)
-        outputs = {
-            "ids": tf.zeros([batch_size, width, length], tf.int32),
-            "scores": tf.zeros([batch_size, width], tf.float32),
-        }
-        # The options that set shapes: each group of rows sharing them is
-        # one search.
-        keys = tf.stack(
-            [
-                options["beam_size"],
-                options["num_hypotheses"],
-                tf.bitcast(options["patience"], tf.int32),
-            ],
-            axis=1,
-        )
+        outputs, keys = answers_and_groups(options, batch_size, length)
+        width = tf.shape(outputs["scores"])[1]  # N
 
         def decode(rows):
             def of_rows(x):

@@ -220,6 +220,27 @@ def check_options(text, options, signature="translate_batch", names=None):
     return checks
 
 
+def answers_and_groups(options, batch_size, length):
+    """Zeros for every row's n-best answers, ids `[B, N, length]` and
+    scores `[B, N]` (N: the largest `num_hypotheses`), and each row's
+    options that set shapes (beam size, n-best size, patience) `[B, 3]`:
+    each group of rows sharing them is one search (`by_groups`)."""
+    width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
+    outputs = {
+        "ids": tf.zeros([batch_size, width, length], tf.int32),
+        "scores": tf.zeros([batch_size, width], tf.float32),
+    }
+    keys = tf.stack(
+        [
+            options["beam_size"],
+            options["num_hypotheses"],
+            tf.bitcast(options["patience"], tf.int32),
+        ],
+        axis=1,
+    )
+    return outputs, keys
+
+
 def by_groups(keys, outputs, decode):
     """Runs `decode(rows)` for each group of rows with the same `keys`
     `[B, G]` (int32), so that options which set shapes (the beam size, the
@@ -286,22 +307,9 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
         target_prefix, suppress_sequences = options["target_prefix"], options["suppress_sequences"]
         checks = check_options(text, options)
         batch_size = tf.shape(text)[0]
-        width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
         length = tf.maximum(tf.reduce_max(options["max_decoding_length"]), 1)
-        outputs = {
-            "ids": tf.zeros([batch_size, width, length], tf.int32),
-            "scores": tf.zeros([batch_size, width], tf.float32),
-        }
-        # The options that set shapes: each group of rows sharing them is
-        # one search.
-        keys = tf.stack(
-            [
-                options["beam_size"],
-                options["num_hypotheses"],
-                tf.bitcast(options["patience"], tf.int32),
-            ],
-            axis=1,
-        )
+        outputs, keys = answers_and_groups(options, batch_size, length)
+        width = tf.shape(outputs["scores"])[1]  # N
 
         def decode(rows):
             def of_rows(x):
