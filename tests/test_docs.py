@@ -31,7 +31,11 @@ def test_the_guides_code_runs_in_order():
     assert tuple(namespace["scores"]["cross_attention"].shape) == (1, 4, 3, 5)
 
 
-@pytest.mark.parametrize("page", ["layers", "models", "training", "serving"])
+@pytest.mark.parametrize(
+    "page",
+    # (serving.md exports a model and calls each signature: most of a minute.)
+    ["layers", "models", "training", pytest.param("serving", marks=pytest.mark.large)],
+)
 def test_each_pages_code_runs_in_order(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the examples write pictures and exports
     blocks = re.findall(r"```python\n(.*?)```", (DOCS / f"{page}.md").read_text(), re.DOTALL)

@@ -2,7 +2,9 @@
 export: CTranslate2's `Generator.generate_batch` and `score_batch`, with
 text in and text out, every option a `[B]` input.
 
-`generate_batch` inputs (B prompts; every option one value per prompt):
+`generate_batch` inputs (B prompts; every option one value per prompt, or
+one value `[1]` for them all; a request may leave any option out, and TF
+Serving then sends the SignatureDef's default, CTranslate2's, below):
 
 | input | dtype, shape | CTranslate2's default |
 |---|---|---|
@@ -58,7 +60,13 @@ from keras_attention import decoding
 from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
 from keras_attention.decoding.options import GENERATION_NAMES
 from keras_attention.export import translate_batch
-from keras_attention.export.translate_batch import answers_and_groups, by_groups, check_options
+from keras_attention.export.translate_batch import (
+    answers_and_groups,
+    by_groups,
+    check_options,
+    per_text,
+    with_defaults,
+)
 
 # Option input -> (dtype, CTranslate2's `generate_batch` default).
 OPTIONS = {
@@ -117,7 +125,12 @@ def generate_batch(model, tokenizer, prompt_limit):
     @tf.function(input_signature=INPUTS)
     def signature(prompt, *values):
         *values, suppress_sequences = values
-        options = dict(zip(OPTIONS, values, strict=True))
+        options = per_text(
+            prompt,
+            {**dict(zip(OPTIONS, values, strict=True)), "suppress_sequences": suppress_sequences},
+            signature="generate_batch",
+        )
+        suppress_sequences = options.pop("suppress_sequences")
         checks = check_options(
             prompt,
             {**options, "suppress_sequences": suppress_sequences},
@@ -193,7 +206,7 @@ def generate_batch(model, tokenizer, prompt_limit):
         tokens = tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
         return {"sequences": sequences, "scores": outputs["scores"], "tokens": tokens}
 
-    return signature
+    return with_defaults(signature, defaults())
 
 
 def score_batch(model, tokenizer, prompt_limit):

@@ -479,6 +479,7 @@ class LanguageModelServer(Server):
                 "tokenize": tokenize_signature(tokenizer),
             },
             name=self.server_name,
+            with_defaults=["generate_batch"],
         )
 
 

@@ -60,6 +60,7 @@ the other signatures.
 """
 
 import dataclasses
+import inspect
 
 import tensorflow as tf
 
@@ -109,17 +110,18 @@ def defaults():
     return {**{name: default for name, (_, default) in OPTIONS.items()}, **TEXT_OPTIONS}
 
 
-def per_text(text, options):
+def per_text(text, options, signature="translate_batch"):
     """`options` with one value per text: an option sent (or defaulted) as
     one value `[1]` (`[1, S]`) repeated for each text. Fails the request,
-    naming the option, unless each has one value per text or one."""
+    naming the signature and the option, unless each has one value per
+    text or one."""
     batch_size = tf.shape(text)[0]
     repeated = {}
     for name, value in options.items():
         rows = tf.shape(value)[0]
         check = tf.debugging.Assert(
             (rows == batch_size) | (rows == 1),
-            [f"translate_batch: `{name}` needs one value per text (or one for all); got", rows],
+            [f"{signature}: `{name}` needs one value per text (or one for all); got", rows],
         )
         with tf.control_dependencies([check]):
             shape = tf.concat([[batch_size], tf.shape(value)[1:]], 0)
@@ -406,59 +408,46 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
             "attention": tf.where(return_attention[:, None, None, None], attention, 0.0),
         }
 
-    return with_defaults(signature)
+    return with_defaults(signature, defaults())
 
 
-def with_defaults(signature):
-    """`signature` (a `tf.function` of `INPUTS`) as a `tf.function` whose
-    inputs after `text` have CTranslate2's defaults, one value `[1]` each
-    (`[1, 1]` for `suppress_sequences`): `tf.saved_model.save` records
-    Python defaults that are tensors in the SignatureDef's `defaults`,
-    which TF Serving feeds for the inputs a request leaves out (TF's
-    Python loader does not). It calls `signature`'s concrete function,
-    traced once: the save traces this thin function again, not the search."""
+def with_defaults(signature, defaults):
+    """`signature` (a `tf.function` with an input signature) as a
+    `tf.function` whose option inputs have `defaults` (input name -> its
+    value, sent as one value `[1]`, `[[""]]` for a list of texts).
+    `tf.saved_model.save` records Python defaults that are tensors in the
+    SignatureDef's `defaults`, which TF Serving feeds for the inputs a
+    request leaves out (TF's Python loader does not); the graph repeats a
+    `[1]` value for every text (`per_text`). The new function calls
+    `signature`'s concrete function, traced once: the save traces this
+    thin function again, not the search."""
     concrete = signature.get_concrete_function()
+    inputs = signature.input_signature
+    names = [spec.name for spec in inputs]
+    given = {
+        spec.name: tf.constant([defaults[spec.name]], spec.dtype)
+        for spec in inputs
+        if spec.name in defaults
+    }
+    Parameter = inspect.Parameter
+    arguments = inspect.Signature(
+        [
+            Parameter(
+                name, Parameter.POSITIONAL_OR_KEYWORD, default=given.get(name, Parameter.empty)
+            )
+            for name in names
+        ]
+    )
 
-    # Each input's default: the value `defaults()` gives, as a tensor `[1]`
-    # (`[""]`, and `[[""]]` for suppress_sequences).
-    given = {name: tf.constant([value]) for name, value in TEXT_OPTIONS.items()}
-    given.update({name: tf.constant([value], dtype) for name, (dtype, value) in OPTIONS.items()})
+    def call(*args, **kwargs):
+        bound = arguments.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return concrete(*(bound.arguments[name] for name in names))
 
-    @tf.function(input_signature=INPUTS)
-    def translate_batch(
-        text,
-        target_prefix=given["target_prefix"],
-        beam_size=given["beam_size"],
-        patience=given["patience"],
-        num_hypotheses=given["num_hypotheses"],
-        length_penalty=given["length_penalty"],
-        repetition_penalty=given["repetition_penalty"],
-        no_repeat_ngram_size=given["no_repeat_ngram_size"],
-        min_decoding_length=given["min_decoding_length"],
-        max_decoding_length=given["max_decoding_length"],
-        disable_unk=given["disable_unk"],
-        return_attention=given["return_attention"],
-        replace_unknowns=given["replace_unknowns"],
-        suppress_sequences=given["suppress_sequences"],
-    ):
-        return concrete(
-            text,
-            target_prefix,
-            beam_size,
-            patience,
-            num_hypotheses,
-            length_penalty,
-            repetition_penalty,
-            no_repeat_ngram_size,
-            min_decoding_length,
-            max_decoding_length,
-            disable_unk,
-            return_attention,
-            replace_unknowns,
-            suppress_sequences,
-        )
-
-    return translate_batch
+    # (tf.function reads the inputs' names and defaults from here.)
+    call.__signature__ = arguments
+    call.__name__ = signature.__name__
+    return tf.function(call, input_signature=inputs, autograph=False)
 
 
 # The search is written with `keras.ops` for every backend: AutoGraph has

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from export_helpers import (
     BEAM_SIZE,
     MAX_LENGTH,
@@ -145,6 +146,57 @@ def test_generate_batch_over_rest_rows_and_grpc(exports, server):
         expected = [s.encode() for s in result.sequences]
         assert list(answer[: len(expected)]) == list(other[: len(expected)]) == expected
     assert by_rows["sequences"][1, 1] == b""  # one hypothesis asked for
+
+
+def test_generate_batch_defaults_are_ctranslate2s_and_one_value_serves_every_prompt(
+    exports, server
+):
+    """The SignatureDef (saved_model.pb) records CTranslate2's defaults, one
+    value `[1]` each, which the model server feeds for the inputs a request
+    leaves out; the graph repeats an input `[1]` for every prompt. Prompts
+    alone get the answer of every default sent per prompt, and options sent
+    once the answer of the same values sent per prompt."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from keras_attention.export import generate_batch
+
+    saved = saved_model_pb2.SavedModel.FromString(
+        (exports.language_model_path / "saved_model.pb").read_bytes()
+    )
+    recorded = saved.meta_graphs[0].signature_def["generate_batch"].defaults
+    recorded = {name: tf.make_ndarray(value).tolist() for name, value in recorded.items()}
+    expected = {name: [value] for name, (_, value) in generate_batch.OPTIONS.items()}
+    assert recorded == {**expected, "suppress_sequences": [[b""]]}
+    assert expected["beam_size"] == [1] and expected["max_length"] == [512]
+    rest, grpc = server
+    prompts = ["1234", "98", ""]
+    every_default = {
+        name: [value] * len(prompts) for name, value in generate_batch.defaults().items()
+    }
+    pairs = [
+        ({"prompt": prompts}, {"prompt": prompts, **every_default}),
+        (
+            {"prompt": prompts, "beam_size": [2], "num_hypotheses": [2], "max_length": [6]},
+            {
+                "prompt": prompts,
+                "beam_size": [2] * 3,
+                "num_hypotheses": [2] * 3,
+                "max_length": [6] * 3,
+            },
+        ),
+    ]
+    for one, per_prompt in pairs:
+        by_rest = client.predict_rest(one, "lm", rest, "generate_batch")
+        by_grpc = client.predict_grpc(per_prompt, "lm", grpc, "generate_batch")
+        assert by_rest.keys() == by_grpc.keys()
+        for key in by_rest:
+            if by_rest[key].dtype.kind == "f":  # (REST's JSON: float64)
+                np.testing.assert_allclose(by_rest[key], by_grpc[key], rtol=1e-6, err_msg=key)
+            else:
+                np.testing.assert_array_equal(by_rest[key], by_grpc[key], err_msg=key)
+    assert by_rest["sequences"].shape == (3, 2)  # (not the defaults' answer)
+    with pytest.raises(RuntimeError, match="`seed` needs one value per text"):
+        client.predict_grpc({"prompt": prompts, "seed": [1, 2]}, "lm", grpc, "generate_batch")
 
 
 def test_errors_name_the_server_and_the_problem(server):

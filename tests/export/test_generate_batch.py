@@ -19,6 +19,11 @@ from keras_attention.export.ctranslate2_model import export_ctranslate2
 from keras_attention.export.generate_batch import prompt_ids
 from keras_attention.utils import END_ID, PAD_ID, START_ID
 
+# Large: two checkpoints converted and compared with CTranslate2 option by
+# option (a minute); translators' options are held in the default run
+# (tests/export/test_translate_batch.py).
+pytestmark = pytest.mark.large
+
 NAMES = ["llama", "gpt2"]
 MAX_LENGTH = 32  # short: the checkpoints are random, their answers long
 PROMPT_TOKENS = 16  # the longest prompt, so that every prompt leaves room to generate
@@ -366,7 +371,7 @@ def test_a_model_of_our_own_equals_ctranslate2s(tmp_path):
             )
 
 
-@pytest.mark.large  # traces the whole signature (half a minute)
+# (Traces the whole signature: half a minute.)
 def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
     """A GPT-2 prompt has no start token: an empty one has no token to
     continue, and its result is "" scored 0 (CTranslate2 refuses it); the

@@ -55,6 +55,12 @@ def both(exports, tmp_path_factory):
     return exports.translator, translator, tokenizer.vocabulary, ids
 
 
+@pytest.fixture(scope="module")
+def translate_batch_signature(exports):
+    """The export's `translate_batch`, loaded once for this module's tests."""
+    return tf.saved_model.load(str(exports.translator_v1)).signatures["translate_batch"]
+
+
 def token_ids(vocabulary, rows):
     """Token lists -> ids `[B, T]`, 0-padded."""
     width = max(1, *(len(row) for row in rows))
@@ -337,7 +343,7 @@ UNKNOWN_CASES = {
 
 
 @pytest.mark.parametrize("case", UNKNOWN_CASES)
-def test_replace_unknowns_equals_ctranslate2s(both, exports, case):
+def test_replace_unknowns_equals_ctranslate2s(both, translate_batch_signature, case):
     """The export's `translate_batch` with `replace_unknowns`: each `<unk>`
     of an answer becomes the source token it is aligned to, in `tokens` and
     in the text, as CTranslate2's `replace_unknowns` makes it; and many
@@ -354,9 +360,10 @@ def test_replace_unknowns_equals_ctranslate2s(both, exports, case):
     unreplaced = one_at_a_time(translator, pieces, **their_options)
     request = {name: [value] * size for name, value in ours_options.items()}
     request.setdefault("max_decoding_length", [MAX_LENGTH] * size)
-    signature = tf.saved_model.load(str(exports.translator_v1)).signatures["translate_batch"]
     inputs = batch_inputs(SENTENCES, replace_unknowns=[True] * size, **request)
-    answer = signature(**{name: tf.constant(value) for name, value in inputs.items()})
+    answer = translate_batch_signature(
+        **{name: tf.constant(value) for name, value in inputs.items()}
+    )
     tokens = [[t.decode() for t in row[0] if t] for row in answer["tokens"].numpy()]
     assert tokens == [result.hypotheses[0] for result in expected]
     reserved = {"<pad>", "<s>", "</s>", "<unk>"}

@@ -122,10 +122,13 @@ def test_a_run_folder_finds_its_latest_export(exports, tmp_path):
         find_export(tmp_path)
 
 
-def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
+def test_the_command_translates_a_file_with_n_best_lists(translator, exports, tmp_path):
+    """n-best lists, target prefixes, batches of tokens, `--replace-unknowns`
+    (the `<unk>` of the prefix "a" becomes a source token), and a warning
+    naming the lines over the export's length."""
     source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
     source.write_text("1234\n\n98765\n123456789012\n", encoding="utf-8")
-    prefixes.write_text("\n\n5\n\n", encoding="utf-8")
+    prefixes.write_text("a\n\n5\n\n", encoding="utf-8")
     command = [sys.executable, "-m", "keras_attention.translate", str(exports.translator_v1)]
     result = subprocess.run(
         [
@@ -139,6 +142,7 @@ def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
             "2",
             "--target-prefix-file",
             str(prefixes),
+            "--replace-unknowns",
             *("--batch-type", "tokens", "--max-batch-size", "20"),
         ],
         capture_output=True,
@@ -149,25 +153,12 @@ def test_the_command_translates_a_file_with_n_best_lists(exports, tmp_path):
     lines = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
     assert [line.split(" ||| ")[0] for line in lines] == ["0", "0", "1", "1", "2", "2", "3", "3"]
     assert lines[2].split(" ||| ")[1] == "" and lines[4].split(" ||| ")[1].startswith("5")
+    plain = translator.translate_batch(["1234"], ["a"], beam_size=3, num_hypotheses=2)[0]
+    for line, other in zip(lines[:2], plain.hypotheses, strict=True):
+        text = line.split(" ||| ")[1]
+        assert text[0] in "1234" and text[1:] == other  # the <unk> became a source token
     # (The export reads MAX_LENGTH = 10 tokens, characters here.)
     assert "WARNING: 1 of 4 lines have more than 10 tokens (line 4)" in result.stderr
-
-
-def test_the_command_replaces_unknowns(exports, tmp_path):
-    source, prefixes = tmp_path / "in.txt", tmp_path / "prefixes.txt"
-    source.write_text("1234\n98765\n", encoding="utf-8")
-    prefixes.write_text("a\na\n", encoding="utf-8")
-    command = [sys.executable, "-m", "keras_attention.translate", str(exports.translator_v1)]
-    command += [str(source), "--target-prefix-file", str(prefixes)]
-    replaced = subprocess.run(
-        [*command, "--replace-unknowns"], capture_output=True, text=True, timeout=600
-    )
-    plain = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert replaced.returncode == plain.returncode == 0, replaced.stderr[-2000:]
-    for line, other, text in zip(
-        replaced.stdout.splitlines(), plain.stdout.splitlines(), ["1234", "98765"], strict=True
-    ):
-        assert line[0] in text and line[1:] == other  # the <unk> became a source token
 
 
 def test_the_command_refuses_a_line_that_is_not_utf_8(tmp_path):

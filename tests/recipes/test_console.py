@@ -6,7 +6,12 @@ checks (the `first_run` fixture in conftest.py)."""
 
 import re
 
+import pytest
 from recipe_helpers import check_a_tiny_translate_run
+
+# Large: the first run trains and exports (a minute and a half); the
+# explorer's browser tests share it (tests/recipes/test_explore_page.py).
+pytestmark = pytest.mark.large
 
 ALARMS = re.compile(r"WARNING|UserWarning|E0000|Traceback")
 

@@ -20,6 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Large: a browser, and the recipe run the console tests share.
+pytestmark = pytest.mark.large
+
 ARTIFACTS = Path(os.environ.get("KERAS_ATTENTION_ARTIFACTS", "test-artifacts")) / "explorer"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -4,6 +4,7 @@ made for the data, and bad files refused with a message and exit status 1."""
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -248,6 +249,8 @@ def test_any_tfds_data_set_by_name_and_keys(tmp_path):
     ],
 )
 def test_bad_files_end_with_a_message_and_status_1(recipe, content, message, tmp_path):
+    """One case through the command line (status 1, the message, no
+    traceback); the others call the same `main` in this process."""
     train = tmp_path / ("missing.tsv" if content is None else "train.tsv")
     if content is not None:
         train.write_bytes(content)
@@ -257,6 +260,10 @@ def test_bad_files_end_with_a_message_and_status_1(recipe, content, message, tmp
         (tmp_path / "validation.tsv").write_text("good\tpos\n")
         flags += ["--test-file", str(tmp_path / "test.tsv")]
         flags += ["--validation-file", str(tmp_path / "validation.tsv")]
+    if content is not None:
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            {"translate": translate, "classify": classify}[recipe].main(flags)
+        return
     result = subprocess.run(
         [sys.executable, "-m", f"keras_attention.recipes.{recipe}", *flags],
         capture_output=True,
