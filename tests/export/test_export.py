@@ -178,13 +178,12 @@ def test_the_xla_export_answers_as_the_plain_one(exports, served):
     the others as a graph, and `translate_batch` runs each group of rows
     under XLA (sources, prefixes and answer buffers padded to a bucket
     length). Every request gets version 1's answer: the translations, and
-    `translate_batch` with CTranslate2's defaults and with every option
-    different in each row."""
+    `translate_batch` with every option different in each row."""
     plain = answers(served, exports.translator_v1)
     compiled = answers(served, exports.translator_v2)
-    compiled = compiled[:11]  # (the last: test_the_xla_export_searches_long_answers_again)
+    compiled = compiled[:10]  # (then test_the_xla_export_searches_long_answers_again's)
     assert len(plain) > len(compiled)  # plain also ran the warm-up
-    plain = plain[:9] + plain[-4:-2]  # its translations, then its first two translate_batch
+    plain = plain[:9] + plain[-3:-2]  # its translations, then translate_batch's BATCH_OPTIONS
     for got, expected in zip(compiled, plain, strict=True):
         assert got.keys() == expected.keys()
         for key in got:
@@ -200,7 +199,7 @@ def test_the_xla_export_searches_long_answers_again(exports, served):
     """Answers of 40 to 60 tokens (`LONG_OPTIONS`): the compiled search's
     first room (a buffer of 32) cuts them short, so it searches them again
     with the whole room, and each is `decoding.search`'s."""
-    answer = answers(served, exports.translator_v2)[11]
+    answer = answers(served, exports.translator_v2)[10]
     for row, text in enumerate(TEXTS):
         options = {name: values[row] for name, values in LONG_OPTIONS.items()}
         texts, tokens, scores = search_in_process(
@@ -608,7 +607,7 @@ def test_translate_batch_alignments_and_unknowns_replaced(exports, served):
             assert list(answer["hypotheses"][row, :n]) == texts
         assert replaced == 3  # rows 0 and 1 (two hypotheses)
         assert (answer["alignments"][[0, 2]] >= 0).sum() >= 10
-    compiled = answers(served, exports.translator_v2)[12]
+    compiled = answers(served, exports.translator_v2)[11]
     plain = answers(served, exports.translator_v1)[-9]
     for key in plain:
         if plain[key].dtype.kind == "f":
