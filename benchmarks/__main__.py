@@ -27,6 +27,7 @@ BENCHMARKS = (
     "decoding",
     "self_attention",
     "onednn",
+    "bfloat16",
     "unused_options",
     "report",
 )

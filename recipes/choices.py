@@ -1,5 +1,8 @@
 """What a recipe chooses for the user's data when a flag is left unset:
-the subword vocabulary's size and the number of epochs."""
+the subword vocabulary's size, the number of epochs, and the precision."""
+
+import re
+from pathlib import Path
 
 
 def vocabulary_size_for(texts):
@@ -22,3 +25,33 @@ def epochs_for(texts):
     cores (see `WORDS_IN_TEN_MINUTES`), from 1 to 20."""
     words = sum(len(text.split()) for text in texts)
     return min(20, max(1, round(WORDS_IN_TEN_MINUTES / max(words, 1))))
+
+
+def bfloat16_flags(cpuinfo="/proc/cpuinfo"):
+    """The CPU's bfloat16 instructions (`avx512_bf16`, `amx_bf16`), as
+    lscpu lists them; [] on CPUs that have none (TensorFlow then emulates
+    bfloat16) or where /proc/cpuinfo cannot be read."""
+    text = Path(cpuinfo).read_text() if Path(cpuinfo).is_file() else ""
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, flags=re.MULTILINE)
+    return sorted(f for f in (flags.group(1).split() if flags else []) if f.endswith("bf16"))
+
+
+def precision_note(precision, flags):
+    """Why a run trains in float32 (`--precision`'s default), in one line,
+    given the CPU's `bfloat16_flags`; None for another precision.
+    `python -m benchmarks.bfloat16` measured both precisions on a CPU with
+    AMX: for the `tiny` Transformer the recipe chooses for a corpus,
+    mixed_bfloat16 trained no faster and decoded slower; the paper's `base`
+    trained about twice as fast, at a BLEU not measured yet."""
+    if precision != "float32":
+        return None
+    if not flags:
+        return (
+            "precision float32: this CPU has no bfloat16 instructions (AVX512_BF16, AMX), "
+            "where mixed_bfloat16 would be emulated"
+        )
+    return (
+        f"precision float32: this CPU has {', '.join(flags)}, but mixed_bfloat16 measured no "
+        "faster for the tiny Transformer, and for larger ones its BLEU is not measured "
+        "(python -m benchmarks.bfloat16); --precision mixed_bfloat16 uses it"
+    )

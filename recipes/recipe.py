@@ -23,7 +23,12 @@ from keras_attention.files import write_json
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy, TransformerSchedule
 from keras_attention.recipes import resume
 from keras_attention.recipes.attention_images import AttentionImages, watched_examples
-from keras_attention.recipes.choices import epochs_for, vocabulary_size_for
+from keras_attention.recipes.choices import (
+    bfloat16_flags,
+    epochs_for,
+    precision_note,
+    vocabulary_size_for,
+)
 from keras_attention.recipes.config import (
     INIT_FROM_CONFLICTS,
     PRECISIONS,
@@ -513,6 +518,9 @@ class Recipe:
             f"{data.description}, strategy {config.strategy} "
             f"({strategy.num_replicas_in_sync} replicas), precision {config.precision}"
         )
+        note = precision_note(config.precision, bfloat16_flags())
+        if note:
+            print(note)
         # The attention of a few validation examples, drawn into TensorBoard
         # every epoch.
         examples = watched_examples(data)

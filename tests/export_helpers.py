@@ -178,7 +178,13 @@ def requests(exports):
         ("translate_with_attention", {"text": EMPTY}),
         (
             "translate_with_options",
-            {"text": texts, "beam_size": per_row(*[99] * n), "max_length": per_row(*[-3] * n)},
+            # The export's beam size, and 0: the export's own length (under
+            # XLA, its compiled search).
+            {
+                "text": texts,
+                "beam_size": per_row(*[BEAM_SIZE] * n),
+                "max_length": per_row(*[0] * n),
+            },
         ),
         (
             "translate_with_options",

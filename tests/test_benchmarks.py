@@ -352,6 +352,22 @@ def test_python_m_benchmarks_lists_every_benchmark_and_runs_one_by_name(capsys):
     assert "usage: " in capsys.readouterr().out
 
 
+def test_the_bfloat16_race_times_both_precisions_on_the_same_work(tmp_path):
+    from benchmarks import bfloat16
+
+    output = tmp_path / "bfloat16.json"
+    bfloat16.main(["--smoke", "--json", str(output)])
+    results = json.loads(output.read_text())
+    assert [(row["model"], row["work"]) for row in results["rows"]] == [("tiny", "training step")]
+    for row in results["rows"]:
+        assert row["float32_ms"] > 0 and row["mixed_bfloat16_ms"] > 0
+        assert row["float32_over_bfloat16"] == pytest.approx(
+            row["float32_ms"] / row["mixed_bfloat16_ms"]
+        )
+    assert results["command"] == f"python -m benchmarks.bfloat16 --smoke --json {output}"
+    assert results["machine"]["cpu"] and results["smoke"] is True
+
+
 # Trains a tiny run and exports it twice (a few minutes): `pytest -m large`.
 @pytest.mark.large
 def test_the_unused_options_benchmark_races_the_baselines_export(tmp_path):

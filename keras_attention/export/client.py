@@ -220,7 +220,11 @@ def main(argv=None):
         "--beam-size", type=int, help="beam size (default: the export's; with --max-length, needed)"
     )
     parser.add_argument(
-        "--max-length", type=int, help="most tokens generated (with --beam-size or --temperature)"
+        "--max-length",
+        type=int,
+        help="most tokens generated, up to the export's max_length (default: that, sent as "
+        "0; exports made before limits were checked read 0 as 1, so give those "
+        "--max-length); with --beam-size or --temperature",
     )
     sampling = parser.add_argument_group(
         "sampling (a language model's complete_by_sampling signature)"
@@ -248,17 +252,17 @@ def main(argv=None):
     inputs = {args.input: args.texts}
     if args.temperature is not None:
         n = len(args.texts)
-        inputs["max_length"] = [args.max_length or 2**31 - 1] * n
+        inputs["max_length"] = [args.max_length or 0] * n  # 0: the export's own
         inputs["temperature"] = [args.temperature] * n
         inputs["top_k"] = [args.top_k] * n
         inputs["top_p"] = [args.top_p] * n
         inputs["seed"] = [args.seed] * n
         args.signature = args.signature or "complete_by_sampling"
     elif args.beam_size is not None:
-        # The options signature takes both, one value per text; the
-        # export's own limits clamp a value that is too large.
+        # The options signature takes both, one value per text (a length
+        # of 0 is the export's own; one over it is refused by name).
         inputs["beam_size"] = [args.beam_size] * len(args.texts)
-        inputs["max_length"] = [args.max_length or 2**31 - 1] * len(args.texts)
+        inputs["max_length"] = [args.max_length or 0] * len(args.texts)
         options_signature = OPTIONS_SIGNATURES.get(args.input, "translate_with_options")
         args.signature = args.signature or options_signature
     args.signature = args.signature or "serving_default"

@@ -16,12 +16,16 @@ export (a graph specialised to them). Per-request options (`beam_size`,
 the same options are decoded together, each group on its own, so a row's
 answer does not depend on the other rows of a batch.
 
-No input a client can send is an error inside the graph: bytes that are not
+No text a client can send is an error inside the graph: bytes that are not
 UTF-8 are repaired (U+FFFD), texts longer than `max_length` tokens are
-truncated, an empty text or an empty batch gets a well-formed answer, and
-`beam_size` / `max_length` values are clamped to [1, the export's limit];
-every sampling option has a meaning for every value (see
-`LanguageModelServer`).
+truncated (as CTranslate2 cuts them at its `max_input_length`), and an
+empty text or an empty batch gets a well-formed answer. Options out of
+range fail the request with an InvalidArgument error that names the
+option, its limit and the row: a `beam_size` outside 1 .. `MAX_BEAM_SIZE`,
+a `max_length` outside 1 .. the export's (0 asks for the export's own),
+and in `translate_batch` and `generate_batch` every option
+(`translate_batch.check_options`). Every sampling option has a meaning
+for every value (see `LanguageModelServer`).
 """
 
 from types import SimpleNamespace
@@ -58,8 +62,32 @@ def token_strings(vocabulary, ids):
     return tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
 
 
-def clamp(value, upper):
-    return tf.clip_by_value(tf.cast(value, tf.int32), 1, upper)
+def within_limits(signature, beam_size, max_length, max_length_limit):
+    """A `*_with_options` request's `beam_size` and `max_length` (`[B]`;
+    None where the signature has no such input) with a `max_length` of 0
+    read as the export's own (`max_length_limit`), and the ops that fail
+    the request, naming the limit, where a value is out of range."""
+    max_length = tf.where(max_length == 0, max_length_limit, max_length)
+    checks = [
+        translate_batch.refuse_unless(
+            (max_length >= 1) & (max_length <= max_length_limit),
+            signature,
+            "max_length",
+            max_length,
+            f"from 1 to {max_length_limit} (the max_length of the export; 0 asks for it)",
+        )
+    ]
+    if beam_size is not None:
+        checks.append(
+            translate_batch.refuse_unless(
+                (beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
+                signature,
+                "beam_size",
+                beam_size,
+                f"from 1 to {MAX_BEAM_SIZE}",
+            )
+        )
+    return max_length, checks
 
 
 def check_per_row(texts, options):
@@ -253,10 +281,7 @@ class TranslationServer(Server):
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def translate_with_options(text, beam_size, max_length):
             def translate_group(text, options):
-                beams, length = (
-                    clamp(options[0], MAX_BEAM_SIZE),
-                    clamp(options[1], max_length_limit),
-                )
+                beams, length = options[0], options[1]
                 source_ids = token_ids(source_tokenizer, text, max_length_limit)
                 if not jit_compile:
                     return target_tokenizer.detokenize(search(source_ids, beams, length))
@@ -267,7 +292,11 @@ class TranslationServer(Server):
                 )
                 return target_tokenizer.detokenize(output_ids)
 
-            translation = decode_by_options(text, [beam_size, max_length], translate_group)
+            max_length, checks = within_limits(
+                "translate_with_options", beam_size, max_length, max_length_limit
+            )
+            with tf.control_dependencies(checks):
+                translation = decode_by_options(text, [beam_size, max_length], translate_group)
             return {"translation": translation}
 
         super().__init__(
@@ -429,8 +458,7 @@ class LanguageModelServer(Server):
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def complete_with_options(prompt, beam_size, max_length):
             def complete_group(prompt, options):
-                beams = clamp(options[0], MAX_BEAM_SIZE)
-                length = clamp(options[1], max_length_limit)
+                beams, length = options[0], options[1]
                 if not jit_compile:
                     return complete(prompt, length, search(beams))
 
@@ -443,7 +471,11 @@ class LanguageModelServer(Server):
 
                 return complete(prompt, length, decode)
 
-            completion = decode_by_options(prompt, [beam_size, max_length], complete_group)
+            max_length, checks = within_limits(
+                "complete_with_options", beam_size, max_length, max_length_limit
+            )
+            with tf.control_dependencies(checks):
+                completion = decode_by_options(prompt, [beam_size, max_length], complete_group)
             return {"completion": completion}
 
         @tf.function(
@@ -465,7 +497,11 @@ class LanguageModelServer(Server):
                 # samples from its own seed with its own filters.
                 return sample(model, prompt_ids, new_tokens, **options)
 
-            completion = complete(prompt, clamp(max_length, max_length_limit), sample_rows)
+            max_length, checks = within_limits(
+                "complete_by_sampling", None, max_length, max_length_limit
+            )
+            with tf.control_dependencies(checks):
+                completion = complete(prompt, max_length, sample_rows)
             return {"completion": completion}
 
         super().__init__(

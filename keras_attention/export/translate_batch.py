@@ -209,17 +209,21 @@ def check_options(text, options, signature="translate_batch", names=None):
         ]
     with tf.control_dependencies(checks):
         for field, valid, requirement in ranges:
-            values = value(field)
-            # The first row out of range (row 0 of an empty batch, which passes).
-            row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
-            shown = tf.gather(tf.concat([values, tf.zeros([1], values.dtype)], 0), row)
-            checks.append(
-                tf.debugging.Assert(
-                    tf.reduce_all(valid),
-                    [f"{signature}: `{name(field)}` must be {requirement}; row", row, "has", shown],
-                )
-            )
+            checks.append(refuse_unless(valid, signature, name(field), value(field), requirement))
     return checks
+
+
+def refuse_unless(valid, signature, name, values, requirement):
+    """An op that fails the request unless every row is `valid` (bool
+    `[B]`), naming the signature, the input, what it `must be`, and the
+    first row out of range with its value."""
+    # The first row out of range (row 0 of an empty batch, which passes).
+    row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
+    shown = tf.gather(tf.concat([values, tf.zeros([1], values.dtype)], 0), row)
+    return tf.debugging.Assert(
+        tf.reduce_all(valid),
+        [f"{signature}: `{name}` must be {requirement}; row", row, "has", shown],
+    )
 
 
 def answers_and_groups(options, batch_size, length):

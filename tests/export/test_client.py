@@ -238,6 +238,48 @@ def test_command_line(exports, server, capsys):
             client.input_names("reverse", "translate_nothing", **api)
 
 
+def test_options_over_the_export_s_limits_are_refused_by_name(server):
+    """A beam size or a length over the export's limit fails the request
+    with a message that names the input, its limit and the row (0 asks for
+    the export's own length: tests/export/test_export.py)."""
+    rest, grpc = server
+    over = [
+        (
+            "reverse",
+            "translate_with_options",
+            {"text": TEXTS[:2], "beam_size": [2, 2], "max_length": [3, MAX_LENGTH + 1]},
+            rf"`max_length` must be from 1 to {MAX_LENGTH} \(the max_length of the export; "
+            r"0 asks for it\); row\] \[1\] \[has\] \[11\]",
+        ),
+        (
+            "reverse",
+            "translate_with_options",
+            {"text": TEXTS[:1], "beam_size": [17], "max_length": [3]},
+            r"`beam_size` must be from 1 to 16; row\] \[0\] \[has\] \[17\]",
+        ),
+        (
+            "lm",
+            "complete_with_options",
+            {"prompt": TEXTS[:1], "beam_size": [0], "max_length": [3]},
+            r"`beam_size` must be from 1 to 16; row\] \[0\] \[has\] \[0\]",
+        ),
+        (
+            "lm",
+            "complete_by_sampling",
+            {
+                name: np.asarray(values).tolist()  # (JSON for REST)
+                for name, values in sampling_inputs(TEXTS[:1], [(-1, 0.8, 0, 0.9, 7)]).items()
+            },
+            r"`max_length` must be from 1 to 10 .*; row\] \[0\] \[has\] \[-1\]",
+        ),
+    ]
+    for model, signature, inputs, message in over:
+        with pytest.raises(RuntimeError, match=f"{signature}: {message}"):
+            client.predict_rest(inputs, model, rest, signature)
+        with pytest.raises(RuntimeError, match=f"{signature}: {message}"):
+            client.predict_grpc(inputs, model, grpc, signature)
+
+
 def test_the_command_line_refuses_a_length_without_a_beam_size(capsys):
     """`--max-length` alone would leave the beam size to the client to guess
     (the export's own is not in TF Serving's metadata): refused, before

@@ -271,7 +271,7 @@ def test_translate_with_attention(exports, served):
 
 
 def test_bad_input_gets_well_formed_answers(exports, served):
-    odd, empty, attention_empty, clamped = answers(served, exports.translator_v1)[3:7]
+    odd, empty, attention_empty, own_length = answers(served, exports.translator_v1)[3:7]
     assert odd["translation"].shape == (len(ODD_TEXTS),)
     # Too long: truncated to max_length tokens. Not UTF-8: repaired to U+FFFD.
     expected = decode_in_process(
@@ -282,11 +282,9 @@ def test_bad_input_gets_well_formed_answers(exports, served):
     assert list(odd["translation"]) == expected
     assert empty["translation"].shape == (0,)
     assert attention_empty["attention"].shape[0] == 0
-    # Out-of-range beam size and length are clamped to [1, the export's limit].
-    expected = decode_in_process(
-        exports.translator, exports.tokenizer, TEXTS, beam_size=export.MAX_BEAM_SIZE, max_length=1
-    )
-    assert list(clamped["translation"]) == expected
+    # A length of 0: the export's own.
+    expected = decode_in_process(exports.translator, exports.tokenizer, TEXTS)
+    assert list(own_length["translation"]) == expected
     for path in (exports.classifier_path, exports.language_model_path):
         texts, odd, empty = answers(served, path)[:3]
         assert all(value.shape[0] == len(ODD_TEXTS) for value in odd.values())
