@@ -12,6 +12,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from keras_attention.recipes.choices import cpu_flags
+
 
 def machine(cpuinfo="/proc/cpuinfo"):
     """What the figures were measured on: the CPU model, its AVX flags, the
@@ -20,8 +22,7 @@ def machine(cpuinfo="/proc/cpuinfo"):
     them, so every result file says which it was."""
     text = Path(cpuinfo).read_text() if Path(cpuinfo).is_file() else ""
     model = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.MULTILINE)
-    flags = re.search(r"^flags\s*:\s*(.+)$", text, flags=re.MULTILINE)
-    avx = sorted({f for f in (flags.group(1).split() if flags else []) if f.startswith("avx")})
+    avx = sorted(f for f in cpu_flags(cpuinfo) if f.startswith("avx"))
     return {
         "cpu": model.group(1).strip() if model else platform.processor() or "unknown",
         "avx_flags": avx,

@@ -27,13 +27,18 @@ def epochs_for(texts):
     return min(20, max(1, round(WORDS_IN_TEN_MINUTES / max(words, 1))))
 
 
-def bfloat16_flags(cpuinfo="/proc/cpuinfo"):
-    """The CPU's bfloat16 instructions (`avx512_bf16`, `amx_bf16`), as
-    lscpu lists them; [] on CPUs that have none (TensorFlow then emulates
-    bfloat16) or where /proc/cpuinfo cannot be read."""
+def cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The CPU's instruction-set flags, as lscpu lists them (a set; empty
+    where /proc/cpuinfo cannot be read)."""
     text = Path(cpuinfo).read_text() if Path(cpuinfo).is_file() else ""
     flags = re.search(r"^flags\s*:\s*(.+)$", text, flags=re.MULTILINE)
-    return sorted(f for f in (flags.group(1).split() if flags else []) if f.endswith("bf16"))
+    return set(flags.group(1).split()) if flags else set()
+
+
+def bfloat16_flags(cpuinfo="/proc/cpuinfo"):
+    """The CPU's bfloat16 instructions (`avx512_bf16`, `amx_bf16`); [] on
+    CPUs that have none (TensorFlow then emulates bfloat16)."""
+    return sorted(f for f in cpu_flags(cpuinfo) if f.endswith("bf16"))
 
 
 def precision_note(precision, flags):

@@ -130,13 +130,8 @@ def generate_batch(model, tokenizer, prompt_limit):
             {**dict(zip(OPTIONS, values, strict=True)), "suppress_sequences": suppress_sequences},
             signature="generate_batch",
         )
+        checks = check_options(prompt, options, signature="generate_batch", names=GENERATION_NAMES)
         suppress_sequences = options.pop("suppress_sequences")
-        checks = check_options(
-            prompt,
-            {**options, "suppress_sequences": suppress_sequences},
-            signature="generate_batch",
-            names=GENERATION_NAMES,
-        )
         batch_size = tf.shape(prompt)[0]
         length = tf.shape(prompt_ids(tokenizer, prompt, prompt_limit))[1]
         length += tf.maximum(tf.reduce_max(options["max_length"]), 1)
