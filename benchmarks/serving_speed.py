@@ -7,11 +7,12 @@ out, one thread each.
 
 Three measures:
 1. **Throughput**: sentences per second over the test split's first
-   sources, greedy and beam 4, at batch 1 and 32. Ours: the run exported
-   as a plain graph and with `--jit-compile` (each request's search
-   compiled by XLA), each loaded in this process as TF Serving loads it,
-   and called through its `translate_batch` signature with every option
-   given per row, as a service calls it. CTranslate2: the same weights
+   sources, greedy and beam 4, at batch 1 and 32 (`--beam-sizes`,
+   `--batch-sizes`). Ours: the run exported as a plain graph and with
+   `--jit-compile` (each request's search compiled by XLA), each loaded
+   in this process as TF Serving loads it, and called through its
+   `translate_batch` signature with every option given per row, as a
+   service calls it. CTranslate2: the same weights
    written by `python -m keras_attention.export RUN --format ctranslate2`
    in float32 and int8, its `translate_batch` with the same options, its
    tokenisation in Python beside it (the run's SentencePiece models, or
@@ -52,6 +53,9 @@ from benchmarks import measure, report
 # A sentence of ten words, as one user sends it.
 SENTENCE = "The file could not be opened because the folder does not exist."
 LATENCY_CALLS = 200
+# The throughput race's searches and batches (`--beam-sizes`, `--batch-sizes`).
+BEAM_SIZES = (1, 4)
+BATCH_SIZES = (1, 32)
 COLUMNS = [
     ("decoding", "decoding", "s"),
     ("batch_size", "batch", "d"),
@@ -310,8 +314,8 @@ def run(
     run_dir,
     sentences,
     repeats,
-    beam_sizes=(1, 4),
-    batch_sizes=(1, 32),
+    beam_sizes=BEAM_SIZES,
+    batch_sizes=BATCH_SIZES,
     threads=1,
     bleu_sentences=0,
 ):
@@ -339,7 +343,7 @@ def opus_mt_throughput(run_dir, sentences, repeats, threads):
             "min_decoding_length": OPUS_MT_DECODING_LENGTH,
         }
         contenders, _ = all_contenders(opus_run, folder, threads, **options)
-        return throughput(contenders, sentences, repeats, beam_sizes=(1, 4), batch_sizes=(1, 32))
+        return throughput(contenders, sentences, repeats, BEAM_SIZES, BATCH_SIZES)
 
 
 def all_contenders(run_dir, folder, threads, **options):
@@ -438,7 +442,12 @@ def measure_part(part, run_dir, args):
     sentences = test_sources(run_dir, args.sentences)
     if part == "speed":
         rows, latency_rows, batching, _ = run(
-            run_dir, sentences, args.repeats, threads=args.threads
+            run_dir,
+            sentences,
+            args.repeats,
+            beam_sizes=args.beam_sizes,
+            batch_sizes=args.batch_sizes,
+            threads=args.threads,
         )
         return {"rows": rows, "latency": latency_rows, "token_batching": batching}
     if part == "bleu":
@@ -497,6 +506,20 @@ def main(argv=None):
         "a process of its own)",
     )
     parser.add_argument(
+        "--beam-sizes",
+        type=int,
+        nargs="+",
+        default=list(BEAM_SIZES),
+        help="beam sizes of the throughput race (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=list(BATCH_SIZES),
+        help="sentences per call in the throughput race (default: %(default)s)",
+    )
+    parser.add_argument(
         "--opus-mt-sentences",
         type=int,
         default=64,
@@ -540,6 +563,8 @@ def main(argv=None):
             flags = [
                 *("--sentences", str(args.sentences), "--repeats", str(args.repeats)),
                 *("--threads", str(args.threads)),
+                *("--beam-sizes", *map(str, args.beam_sizes)),
+                *("--batch-sizes", *map(str, args.batch_sizes)),
                 *("--opus-mt-sentences", str(args.opus_mt_sentences)),
                 *(["--bleu-sentences", str(args.bleu_sentences)] if args.bleu_sentences else []),
             ]

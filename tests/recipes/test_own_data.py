@@ -101,23 +101,32 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_r
 @pytest.mark.large  # three exports, two CTranslate2 models and a benchmark's processes
 def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     """`benchmarks/serving_speed.py` on a run with SentencePiece on both
-    sides: our plain and XLA exports' `translate_batch` and CTranslate2's
-    in float32 and int8, each its SentencePiece, all timed; one sentence's
-    latency, and the XLA export's as TF Serving runs it; a Translator's
-    batches of tokens and of sentences; BLEU of each on the test split's
-    first sentences (nothing about speed is asserted); the run of
-    OPUS-MT's sizes the benchmark races too."""
+    sides, as its command runs it (each part in a process of its own: the
+    XLA programs it compiles stay out of this worker): our plain and XLA
+    exports' `translate_batch` and CTranslate2's in float32 and int8, each
+    its SentencePiece, all timed; one sentence's latency, and the XLA
+    export's as TF Serving runs it; a Translator's batches of tokens and of
+    sentences; BLEU of each on the test split's first sentences (nothing
+    about speed is asserted); and the run of OPUS-MT's sizes the benchmark
+    races too."""
     from benchmarks import serving_speed
     from keras_attention.export.__main__ import load_run
     from keras_attention.run_files import RunFiles
 
     output_dir, _ = quick_start_run
-    sentences = serving_speed.test_sources(output_dir, 4)
-    assert len(sentences) == 4 and all(sentences)
-    rows, latency_rows, batching, bleu_rows = serving_speed.run(
-        output_dir, sentences, 1, beam_sizes=(4,), batch_sizes=(2,), bleu_sentences=4
+    figures = tmp_path / "serving_speed.json"
+    command = [sys.executable, "-m", "benchmarks.serving_speed", str(output_dir)]
+    sizes = ["--sentences", "4", "--repeats", "1", "--bleu-sentences", "4"]
+    parts = ["--part", "speed", "--part", "bleu"]
+    searches = ["--beam-sizes", "4", "--batch-sizes", "2"]
+    subprocess.run(
+        [*command, *sizes, *parts, *searches, "--json", str(figures)],
+        cwd=Path(__file__).resolve().parents[2],
+        check=True,
+        timeout=900,
     )
-    (row,) = rows
+    results = json.loads(figures.read_text())
+    (row,) = results["rows"]
     assert (row["decoding"], row["batch_size"]) == ("beam 4", 2)
     contenders = ("ours", "ours_xla", "ours_xla_int8", "ctranslate2_float32", "ctranslate2_int8")
     for name in contenders:
@@ -127,10 +136,13 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     for share in ("same_answers", "int8_same_answers", "their_int8_same_answers"):
         assert 0 <= row[share] <= 1
     # (and the XLA export as TF Serving runs it: a TF1 session)
+    latency_rows = results["latency"]
     assert [r["contender"] for r in latency_rows] == [*contenders, "ours_xla_served"]
     assert all(0 < r["p50_ms"] <= r["p99_ms"] for r in latency_rows)
+    batching = results["token_batching"]
     assert batching["sentences"] == 4 and batching["tokens_per_batch"] > 32
     assert batching["examples_per_second"] > 0 and batching["tokens_per_second"] > 0
+    bleu_rows = results["bleu"]
     assert [r["contender"] for r in bleu_rows] == list(contenders)
     assert all(r["sentences"] == 4 and 0 <= r["sacrebleu"] <= 100 for r in bleu_rows)
 
