@@ -17,14 +17,23 @@ if _WORKERS > 1:
         # would make it read no flag after it.)
         os.environ["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen={str(_THREADS > 1).lower()}"
 
-import keras  # noqa: E402
 import pytest  # noqa: E402
-from helpers import examples  # noqa: E402
-from hypothesis import settings  # noqa: E402
 
-# Each example runs real layers eagerly: few examples, no per-example deadline.
-settings.register_profile("ci", max_examples=examples(12), deadline=None, derandomize=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist has made this process its controller, or not
+def pytest_configure(config):
+    """The `hypothesis` profile, in the processes that run tests. Under
+    pytest-xdist (`-n 2`) the controller only hands tests out, and never
+    imports Keras: imported there, TensorFlow's start-up lines were printed
+    after the run's summary, and it held half a gigabyte for nothing."""
+    if config.pluginmanager.hasplugin("dsession"):
+        return
+    from helpers import examples
+    from hypothesis import settings
+
+    # Each example runs real layers eagerly: few examples, no per-example deadline.
+    settings.register_profile("ci", max_examples=examples(12), deadline=None, derandomize=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 # Session and module fixtures that train or export (minutes each). Under
@@ -69,6 +78,8 @@ def _jax_compilation_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
+    import keras
+
     keras.utils.set_random_seed(0)
     keras.config.set_dtype_policy("float32")
     yield
