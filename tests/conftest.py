@@ -24,8 +24,9 @@ import pytest  # noqa: E402
 def pytest_configure(config):
     """The `hypothesis` profile, in the processes that run tests. Under
     pytest-xdist (`-n 2`) the controller only hands tests out, and never
-    imports Keras: imported there, TensorFlow's start-up lines were printed
-    after the run's summary, and it held 0.7 GB (41 MB without it)."""
+    imports Keras: imported there, it held 0.7 GB (41 MB without it), and
+    TensorFlow's start-up lines were printed after the run's summary (the
+    workers' own now come first, before the first test)."""
     if config.pluginmanager.hasplugin("dsession"):
         return
     from helpers import examples
