@@ -75,7 +75,7 @@ def test_the_script_makes_every_picture_from_scratch(tmp_path):
     output_dir = tmp_path / "figures"
     subprocess.run([*script, "--quick", "--output-dir", str(output_dir)], check=True, timeout=1200)
     for name in module.FIGURES:
-        assert (tmp_path / "figures" / name).read_bytes()[:8] == PNG_MAGIC
+        assert (output_dir / name).read_bytes()[:8] == PNG_MAGIC
 
 
 def test_the_api_reference_builds_without_warnings(tmp_path):

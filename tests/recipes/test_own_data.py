@@ -114,6 +114,8 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     from keras_attention.run_files import RunFiles
 
     output_dir, _ = quick_start_run
+    sentences = serving_speed.test_sources(output_dir, 4)  # what `--sentences 4` races
+    assert len(sentences) == 4 and all(sentences)
     figures = tmp_path / "serving_speed.json"
     command = [sys.executable, "-m", "benchmarks.serving_speed", str(output_dir)]
     sizes = ["--sentences", "4", "--repeats", "1", "--bleu-sentences", "4"]
