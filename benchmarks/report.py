@@ -94,7 +94,11 @@ def peaks(rows, size):
 
 
 def describe(machine):
-    """One line for a report: `CPU: ... (AVX flags: ...), N cores, oneDNN ...`."""
+    """One line for a report: `CPU: ... (AVX flags: ...), N cores, oneDNN ...`.
+    A file whose machine was filled in later from git has only the CPU as
+    described then and the cores."""
+    if "avx_flags" not in machine:
+        return f"CPU: {machine['cpu']}, {machine['cpus']} cores (flags and oneDNN not recorded)"
     return (
         f"CPU: {machine['cpu']} (AVX flags: {' '.join(machine['avx_flags']) or 'none'}), "
         f"{machine['cpus']} cores, TF_ENABLE_ONEDNN_OPTS={machine['TF_ENABLE_ONEDNN_OPTS']}"

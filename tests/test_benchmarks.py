@@ -3,6 +3,7 @@ that every section ran, for every contender, and wrote sane figures."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -234,6 +235,24 @@ def test_every_result_says_which_machine_measured_it(tmp_path):
         line == "CPU: AMD EPYC 9B14 (AVX flags: avx avx2 avx512f), 2 cores, TF_ENABLE_ONEDNN_OPTS=0"
     )
     assert measure.machine()["cpu"]  # this machine's, from /proc/cpuinfo
+
+
+def test_every_results_file_says_how_when_and_where_it_was_measured():
+    """The docs quote these files (tests/test_docs.py), so each says its
+    command, date, commit and CPU; where the command that wrote it did not
+    record them, `filled_from_git` says what was taken from git."""
+    folder = REPOSITORY / "benchmarks"
+    for path in [*sorted(folder.glob("results*.json")), folder / "translation_peer.json"]:
+        results = json.loads(path.read_text())
+        for recorded in results if isinstance(results, list) else [results]:
+            assert recorded["command"].startswith("python -m benchmarks"), path.name
+            assert re.match(r"\d{4}-\d{2}-\d{2}", recorded["date"]), path.name
+            assert re.match(r"[0-9a-f]{40}", recorded["commit"]), path.name
+            assert recorded["machine"]["cpu"] and recorded["machine"]["cpus"], path.name
+    from benchmarks import report
+
+    text = report.report(json.loads((folder / "results.json").read_text()))
+    assert text.startswith("CPU: AMD EPYC (AVX-512), 2 cores (flags and oneDNN not recorded)")
 
 
 def test_flop_counts_match_a_hand_count():
