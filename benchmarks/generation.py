@@ -52,7 +52,11 @@ SMOKE_LLAMA_SIZES = dict(SMOKE_SIZES, num_key_value_heads=1)
 def gpt2_pair(sizes, longest):
     """Ours with learned positions, and KerasHub's `GPT2Backbone` of the same sizes."""
     ours = build_transformer_lm(
-        VOCABULARY_SIZE, dropout=0.0, positions="learned", max_length=longest + 1, **sizes
+        VOCABULARY_SIZE,
+        dropout=0.0,
+        positions="learned",
+        max_position_embeddings=longest + 1,
+        **sizes,
     )
     backbone = keras_hub.models.GPT2Backbone(
         vocabulary_size=VOCABULARY_SIZE,

@@ -19,6 +19,7 @@ finished run find them here by the same names:
 """
 
 import dataclasses
+import json
 from pathlib import Path
 
 # The vocabulary file's extension for each tokeniser (`--tokenizer`).
@@ -87,3 +88,24 @@ class RunFiles:
         model with one vocabulary) for a `tokenizer` kind ("character",
         "subword")."""
         return self.folder / f"{side}_vocabulary.{VOCABULARY_EXTENSIONS[tokenizer]}"
+
+
+# config.json keys renamed, old -> new: a run written before still reads.
+RENAMED_CONFIG_KEYS = {"max_length": "max_input_length"}
+
+
+def read_config(path):
+    """A run's `config.json` (at `path`) as a dict, keys renamed since it
+    was written given their new names (`RENAMED_CONFIG_KEYS`)."""
+    config = json.loads(Path(path).read_text("utf-8"))
+    for old, new in RENAMED_CONFIG_KEYS.items():
+        if old in config and new not in config:
+            config[new] = config.pop(old)
+    return config
+
+
+def decoding_limits(config):
+    """`(max_input_length, max_decoding_length)` of a run's config (the
+    second defaults to the first)."""
+    max_input_length = config["max_input_length"]
+    return max_input_length, config.get("max_decoding_length") or max_input_length

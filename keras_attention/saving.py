@@ -3,6 +3,8 @@
 added since) is refused with a message that says so, not with Keras's
 generic "could not be deserialized properly"."""
 
+import inspect
+
 from keras_attention._version import __version__
 
 VERSION_KEY = "keras_attention_version"
@@ -18,10 +20,16 @@ def build_from_config(cls, config, build, known=None):
     the class does not take, or one it needs and the config lacks), or an
     argument not in `known` (for classes whose `**kwargs` would swallow it
     silently), becomes a `ValueError` naming the class, the argument and both
-    versions."""
+    versions. A renamed argument (`RENAMED_ARGUMENTS`) saved under its old
+    name is read under the new one, without a warning, by a class that takes
+    the new one (an old name may mean something else to another class)."""
     from keras_attention.utils import RENAMED_ARGUMENTS
 
-    config = {RENAMED_ARGUMENTS.get(key, key): value for key, value in config.items()}
+    takes = arguments_taken(cls)
+    config = {
+        RENAMED_ARGUMENTS[key] if RENAMED_ARGUMENTS.get(key) in takes else key: value
+        for key, value in config.items()
+    }
     saved = config.pop(VERSION_KEY, None)
     try:
         unknown = sorted(set(config) - set(known)) if known is not None else []
@@ -35,3 +43,14 @@ def build_from_config(cls, config, build, known=None):
             f"{__version__}. Load it with the version that saved it, or change the saved "
             "config's arguments to this version's."
         ) from None
+
+
+def arguments_taken(cls):
+    """The argument names of the constructors of `cls` and its bases (a
+    constructor may hand its `**kwargs` on to its base's)."""
+    names = set()
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if inspect.isfunction(init):
+            names.update(inspect.signature(init).parameters)
+    return names

@@ -7,7 +7,7 @@ RUN_OR_EXPORT is a run folder (its latest export), a TF Serving model folder
 (its highest version) or an export version folder; the export's
 `translate_batch` signature does the work (`keras_attention.Translator`).
 An empty line gets an empty line. A line that is not UTF-8 is an error
-naming it; lines longer than the model reads (the export's `max_length`
+naming it; lines longer than the model reads (the export's `max_input_length`
 tokens) are counted in a warning. The output file is written whole or
 not at all. With
 `--num-hypotheses N` above 1, each text gets N lines `ID ||| TEXT |||
@@ -90,7 +90,7 @@ def main(argv=None):
         )
         print(
             f"WARNING: {len(truncated):,} of {len(texts):,} lines have more than {limit} tokens "
-            f"({lines}): the model reads the first {limit} of each (the export's max_length)",
+            f"({lines}): the model reads the first {limit} of each (the export's max_input_length)",
             file=sys.stderr,
         )
     import tensorflow as tf

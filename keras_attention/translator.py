@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_attention.files import write_atomically
-from keras_attention.run_files import RunFiles
+from keras_attention.run_files import RunFiles, read_config
 
 BATCH_TYPES = ("examples", "tokens")
 _MISSING = object()  # (an iterable that ran out before the other)
@@ -79,7 +79,7 @@ def find_export(path):
         return path / str(versions(path)[-1])
     files = RunFiles(path)
     if files.config.is_file():
-        config = json.loads(files.config.read_text())
+        config = read_config(files.config)
         base = Path(config.get("export_dir") or files.serving)
         model_dir = base / (config.get("export_name") or path.name)
         if versions(model_dir):
@@ -130,10 +130,10 @@ class ExportClient:
                 "`python -m keras_attention.export RUN`"
             )
         metadata = self.model_path / "assets.extra" / "keras_attention.json"
-        # The tokens of a text the model reads (the export's `max_length`).
-        self.max_input_length = (
-            json.loads(metadata.read_text()).get("max_length") if metadata.is_file() else None
-        )
+        # The tokens of a text the model reads (`max_length` in exports made
+        # before the name was `max_input_length`).
+        about = json.loads(metadata.read_text()) if metadata.is_file() else {}
+        self.max_input_length = about.get("max_input_length", about.get("max_length"))
         self._loaded = loaded  # (the signature needs its object alive)
         self._signature = loaded.signatures[self.SIGNATURE]
         self._tf = tf

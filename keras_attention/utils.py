@@ -23,25 +23,45 @@ NEG_INF = -1e9
 
 
 # Arguments renamed, old name -> new: the old name still works for one
-# release, with a DeprecationWarning; saved configs are read with the new.
-RENAMED_ARGUMENTS = {"window_size": "sliding_window"}
+# release, with a FutureWarning; saved configs are read with the new, without
+# a warning, by the classes that take the new (`keras_attention.saving`).
+RENAMED_ARGUMENTS = {
+    "window_size": "sliding_window",
+    # The positions a model's table has (Hugging Face's name); `max_length`
+    # also meant the tokens kept per sequence and the tokens generated.
+    "max_length": "max_position_embeddings",
+}
 
 
-def renamed_argument(kwargs, new, value):
+def renamed_argument(kwargs, new, value, old=None):
     """`value`, the argument `new`, or where `kwargs` holds its old name
-    (`RENAMED_ARGUMENTS`) that one, popped, with a DeprecationWarning."""
-    (old,) = [old for old, name in RENAMED_ARGUMENTS.items() if name == new]
+    (`old`, by default `RENAMED_ARGUMENTS`'s) that one, popped, with a
+    FutureWarning (shown to users, as a `DeprecationWarning` is not). Both
+    names at once are a `TypeError` naming both."""
+    if old is None:
+        (old,) = [old for old, name in RENAMED_ARGUMENTS.items() if name == new]
     if old not in kwargs:
         return value
     old_value = kwargs.pop(old)
-    if value is not None and value != old_value:
+    if value is not None:
         raise TypeError(f"give `{new}` only, not also `{old}` (its old name)")
     warnings.warn(
         f"`{old}` is deprecated and will be removed in the next release: use `{new}`",
-        DeprecationWarning,
+        FutureWarning,
         stacklevel=3,
     )
     return old_value
+
+
+def renamed_arguments(kwargs, takes):
+    """A copy of `kwargs` where each old name (`RENAMED_ARGUMENTS`) of an
+    argument in `takes` is replaced by the new one, as `renamed_argument`
+    does: for a builder's overrides, before they meet its preset's."""
+    kwargs = dict(kwargs)
+    for old, new in RENAMED_ARGUMENTS.items():
+        if old in kwargs and new in takes:
+            kwargs[new] = renamed_argument(kwargs, new, kwargs.get(new))
+    return kwargs
 
 
 def check_positive_int(name, value, allow_none=False):

@@ -45,7 +45,7 @@ PRESETS = {
     ),
 }
 
-POSITIONS = ("sinusoidal", "rotary", "alibi")  # "learned" would need a maximum length
+POSITIONS = ("sinusoidal", "rotary", "alibi")  # "learned" would need max_position_embeddings
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -96,8 +96,10 @@ class TransformerClassifier(ZooModel):
         use_bias: bool, whether the attention and feed-forward projections
             have biases (Llama's have none). Default True.
         pooling: str, `"mean"`, `"first"` or `"pooler"`. Default `"mean"`.
-        max_length: int, the positions a `"learned"` model has; None for the
-            other kinds.
+        max_position_embeddings: int, the positions a `"learned"` model
+            has (Hugging Face's name); None for the other kinds. (Its name
+            before was `max_length`: that still works for one release, with
+            a `FutureWarning`.) Default None.
         activation: str, the dense feed-forward network's activation
             (`"relu"` as in the paper, `"gelu"`, exact, as in BERT).
             Default `"relu"`.
@@ -140,7 +142,7 @@ class TransformerClassifier(ZooModel):
         feed_forward="dense",
         use_bias=True,
         pooling="mean",
-        max_length=None,
+        max_position_embeddings=None,
         activation="relu",
         layer_norm_epsilon=1e-6,
         scale_embeddings=True,
@@ -150,6 +152,9 @@ class TransformerClassifier(ZooModel):
         **kwargs,
     ):
         sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
+        max_position_embeddings = renamed_argument(
+            kwargs, "max_position_embeddings", max_position_embeddings
+        )
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("num_classes", num_classes)
         check_choice("pooling", pooling, POOLINGS)
@@ -169,7 +174,7 @@ class TransformerClassifier(ZooModel):
             vocabulary_size, model_dim, scale=scale_embeddings, dtype=policy, name="token_embedding"
         )
         check_choice("positions", positions, POSITIONS)
-        self.positional_encoding = position_layer(positions, policy, max_length)
+        self.positional_encoding = position_layer(positions, policy, max_position_embeddings)
         self.segment_embedding = None
         if num_segments is not None:
             self.segment_embedding = keras.layers.Embedding(
@@ -295,5 +300,7 @@ def build_transformer_classifier(vocabulary_size, num_classes, preset="tiny", **
     (2, 3)
     """
     return TransformerClassifier(
-        vocabulary_size, num_classes, **resolve_preset(PRESETS, preset, overrides)
+        vocabulary_size,
+        num_classes,
+        **resolve_preset(PRESETS, preset, overrides, TransformerClassifier),
     )

@@ -30,7 +30,7 @@ PRESETS = {
         intermediate_dim=3072,
         dropout=0.1,
         positions="learned",
-        max_length=1024,
+        max_position_embeddings=1024,
     ),
     # Today's decoder (Llama's choices) at the tiny preset's width: pre-norm
     # RMS norms, a SwiGLU feed-forward network (176 wide: its three matrices
@@ -109,13 +109,15 @@ class TransformerLM(ZooModel):
         use_bias: bool, whether the attention and feed-forward projections
             have biases (Llama's have none). Default True.
         positions: str, `"sinusoidal"` (any length), `"learned"` (up to
-            `max_length`), `"rotary"` (the self-attention turns each query
+            `max_position_embeddings`), `"rotary"` (the self-attention turns each query
             and key by its position) or `"alibi"` (the self-attention adds
             `-slope_h * (i - j)` to its scores, Press et al. 2022); with
             these two nothing is added to the embeddings.
             Default `"sinusoidal"`.
-        max_length: int, the positions a `"learned"` model has; None for
-            sinusoidal ones.
+        max_position_embeddings: int, the positions a `"learned"` model
+            has (Hugging Face's name); None for the other kinds. (Its name
+            before was `max_length`: that still works for one release, with
+            a `FutureWarning`.) Default None.
         tie_output_embeddings: bool, the output projection is the token
             embedding's transpose. Default True.
         activation: str, the dense feed-forward network's activation
@@ -156,7 +158,7 @@ class TransformerLM(ZooModel):
         global_every=None,
         use_gate=False,
         positions="sinusoidal",
-        max_length=None,
+        max_position_embeddings=None,
         rotary_max_wavelength=10000.0,
         rotary_scaling_factor=1.0,
         normalization="layer_norm",
@@ -172,6 +174,9 @@ class TransformerLM(ZooModel):
         **kwargs,
     ):
         sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
+        max_position_embeddings = renamed_argument(
+            kwargs, "max_position_embeddings", max_position_embeddings
+        )
         check_positive_int("vocabulary_size", vocabulary_size)
         check_choice("positions", positions, POSITIONS)
         policy = pop_dtype_policy(type(self), kwargs)
@@ -185,7 +190,7 @@ class TransformerLM(ZooModel):
             name="token_embedding",
         )
         self.positional_encoding = position_layer(
-            positions, policy, max_length, layout=sinusoid_layout
+            positions, policy, max_position_embeddings, layout=sinusoid_layout
         )
         self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.decoder = TransformerDecoder(
@@ -300,4 +305,6 @@ def build_transformer_lm(vocabulary_size, preset="tiny", **overrides):
     >>> tuple(model(keras.ops.ones((2, 7), "int32")).shape)
     (2, 7, 50)
     """
-    return TransformerLM(vocabulary_size, **resolve_preset(PRESETS, preset, overrides))
+    return TransformerLM(
+        vocabulary_size, **resolve_preset(PRESETS, preset, overrides, TransformerLM)
+    )

@@ -244,17 +244,22 @@ def encode(encoder, token_ids, embedding, positions, dropout, training=None, **k
     return encoder(x, padding_mask=padding_mask(token_ids), training=training, **kwargs)
 
 
-def position_layer(positions, dtype_policy, max_length=None, layout="interleaved"):
+def position_layer(positions, dtype_policy, max_position_embeddings=None, layout="interleaved"):
     """What adds positions to the embeddings: the paper's sinusoids
-    (`"sinusoidal"`, in `layout`), a learned table of `max_length`
-    (`"learned"`), or nothing (`"rotary"`, `"alibi"`: they are in the
-    self-attention)."""
+    (`"sinusoidal"`, in `layout`), a learned table of
+    `max_position_embeddings` rows (`"learned"`), or nothing (`"rotary"`,
+    `"alibi"`: they are in the self-attention)."""
     if positions == "sinusoidal":
         return PositionalEncoding(layout=layout, dtype=dtype_policy, name="positional_encoding")
     if positions == "learned":
-        if max_length is None:
-            raise ValueError("positions='learned' needs `max_length`. Received: max_length=None")
-        return PositionEmbedding(max_length, dtype=dtype_policy, name="position_embedding")
+        if max_position_embeddings is None:
+            raise ValueError(
+                "positions='learned' needs `max_position_embeddings`. "
+                "Received: max_position_embeddings=None"
+            )
+        return PositionEmbedding(
+            max_position_embeddings, dtype=dtype_policy, name="position_embedding"
+        )
     return None
 
 

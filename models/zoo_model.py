@@ -6,12 +6,17 @@ import keras
 from keras import ops
 
 from keras_attention.saving import build_from_config, versioned
-from keras_attention.utils import PAD_ID, check_choice
+from keras_attention.utils import PAD_ID, check_choice, renamed_arguments
 
 
-def resolve_preset(presets, preset, overrides):
-    """The preset's arguments updated with the caller's; clear error on a bad name."""
+def resolve_preset(presets, preset, overrides, model_class=None):
+    """The preset's arguments updated with the caller's; clear error on a bad
+    name. With `model_class`, an override under the old name of one of its
+    arguments (`RENAMED_ARGUMENTS`) takes the new name first, with a warning,
+    so that it replaces the preset's value."""
     check_choice("preset", preset, sorted(presets))
+    if model_class is not None:
+        overrides = renamed_arguments(overrides, constructor_arguments(model_class))
     return {**presets[preset], **overrides}
 
 

@@ -58,7 +58,9 @@ class ClassifyConfig(TrainingConfig):
     train_split: str = flag("train", "TFDS split to train on")
     validation_split: str = flag("validation", "TFDS split to watch during training")
     test_split: str = flag("test", "TFDS split to evaluate on")
-    max_length: int = flag(64, "tokens kept per text; longer ones are truncated", positive=True)
+    max_input_length: int = flag(
+        64, "tokens kept per text; longer ones are truncated", positive=True
+    )
     learning_rate: float = flag(1e-3, "peak learning rate (constant schedule)", positive=True)
     output_dir: str = flag("runs/classify", "where everything of this run is written")
     export_name: str = flag("classify", "the model's name in TF Serving")
@@ -79,7 +81,7 @@ PRESETS = {
         validation_split="train[90%:]",
         tokenizer="subword",
         vocabulary_size=8000,
-        max_length=256,
+        max_input_length=256,
         batch_size=32,
         epochs=2,
         output_dir="runs/classify_imdb",
@@ -89,7 +91,7 @@ PRESETS = {
 
 def predict_labels(model, tokenizer, texts, config):
     """Python strings in, label ids out, in batches."""
-    ids = tokenizer.tokenize(tf.constant(texts))[:, : config.max_length].to_tensor()
+    ids = tokenizer.tokenize(tf.constant(texts))[:, : config.max_input_length].to_tensor()
     logits = model.predict(ids, batch_size=256, verbose=0)
     return np.argmax(logits, axis=-1)
 
@@ -149,12 +151,12 @@ class ClassifyRecipe(Recipe):
         config = self.choose_for_data(train_texts)
         if initial:
             tokenizer = tokenizers["text"]
-            if getattr(tokenizer, "max_length", 0) > config.max_length:
-                # A converted BERT's frames texts: `[CLS]` and `[SEP]` within --max-length.
-                tokenizer = tokenizer.with_max_length(config.max_length)
+            if getattr(tokenizer, "max_length", 0) > config.max_input_length:
+                # A converted BERT's frames texts: `[CLS]` and `[SEP]` within --max-input-length.
+                tokenizer = tokenizer.with_max_length(config.max_input_length)
         else:
             tokenizer = train_tokenizer(config, train_texts)
-        warn_if_truncated("texts", tokenizer, train_texts, config.max_length)
+        warn_if_truncated("texts", tokenizer, train_texts, config.max_input_length)
         files = RunFiles(output_dir)
         tokenizer.save(files.vocabulary("text", config.tokenizer))
         write_json(files.labels, list(label_names))
@@ -239,7 +241,7 @@ class ClassifyRecipe(Recipe):
     def draw(self, model, output_dir, data, evaluation, export_path):
         """The last layer's self-attention over the first test text."""
         text = evaluation.examples[0][0]
-        ids = data.tokenizer.tokenize(tf.constant([text]))[:, : data.config.max_length]
+        ids = data.tokenizer.tokenize(tf.constant([text]))[:, : data.config.max_input_length]
         title = f"{text[:40]} -> {data.label_names[evaluation.predictions[0]]}"
         return draw_self_attention(
             model, ids.to_tensor().numpy(), data.tokenizer.vocabulary, output_dir, title

@@ -16,6 +16,7 @@ from keras_attention.data.tokenizers import TOKENIZERS
 from keras_attention.models.zoo_model import UnknownArgument
 from keras_attention.recipes import resume
 from keras_attention.recipes.strategy import STRATEGIES, ExportFailed, check_backend_options
+from keras_attention.renamed_flags import warn_of_renamed_flags
 from keras_attention.utils import check_choice
 
 SCHEDULES = ("constant", "warmup")
@@ -45,8 +46,14 @@ RESUMABLE_CHANGES = (
     "export_name",
     "export_version",
     "overwrite_export",
+    "export_jit_compile",
     "overwrite",
+    # evaluation and export settings: the checkpoints do not hold them
+    "max_decoding_length",
+    "length_penalty",
 )
+# Flags renamed, old -> new: the old name still works, with a FutureWarning.
+RENAMED_FLAGS = {"--max-length": "--max-input-length"}
 
 
 class InitFromError(ValueError):
@@ -141,7 +148,12 @@ class TrainingConfig:
     test_examples: int | None = flag(
         None, "evaluate on only the first N test examples", positive=True
     )
-    max_length: int = flag(48, "tokens kept per sequence; longer ones are truncated", positive=True)
+    max_input_length: int = flag(
+        48,
+        "tokens kept per sequence read: a training text (both sides of a pair) and a "
+        "request's input; longer ones are truncated",
+        positive=True,
+    )
     batch_size: int = flag(64, "global batch size, split over the replicas", positive=True)
     epochs: int | None = flag(
         None, "passes over the training split; None: chosen for the data", positive=True
@@ -199,6 +211,11 @@ class TrainingConfig:
         None, "None: one more than the highest version there", positive=True
     )
     overwrite_export: bool = flag(False, "replace --export-version if it already exists")
+    export_jit_compile: bool = flag(
+        False,
+        "compile the export's search with XLA (several times faster on CPU; TF Serving "
+        "needs --xla_cpu_compilation_enabled=true)",
+    )
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -271,7 +288,7 @@ FLAG_GROUPS = {
         "data_dir",
         "train_examples",
         "test_examples",
-        "max_length",
+        "max_input_length",
         "pack_texts",
     ),
     "model": (
@@ -307,6 +324,8 @@ FLAG_GROUPS = {
     ),
     "evaluation and export": (
         "beam_size",
+        "max_decoding_length",
+        "length_penalty",
         "eval_batch_size",
         "prompt_tokens",
         "top_k",
@@ -315,6 +334,7 @@ FLAG_GROUPS = {
         "export_name",
         "export_version",
         "overwrite_export",
+        "export_jit_compile",
     ),
 }
 
@@ -389,7 +409,11 @@ def parse_config(config_class, presets, argv=None, description=None):
             help=help_text,
             metavar=metavar,
         )
+    for old, new in RENAMED_FLAGS.items():  # hidden from --help
+        field = fields[new[2:].replace("-", "_")]
+        parser.add_argument(old, dest=field.name, type=_value_type(field), help=argparse.SUPPRESS)
     args = vars(parser.parse_args(argv))
+    warn_of_renamed_flags(sys.argv[1:] if argv is None else argv, RENAMED_FLAGS)
     values = dict(presets[args.pop("preset")])
     values.update({name: value for name, value in args.items() if value is not None})
     try:

@@ -54,16 +54,22 @@ class LanguageModelConfig(TrainingConfig):
     text_key: str | None = flag(None, "the text feature of --dataset tfds:NAME")
     pack_texts: bool = flag(
         False,
-        "join the texts into one stream and cut it into windows of exactly --max-length "
+        "join the texts into one stream and cut it into windows of exactly --max-input-length "
         "tokens (long-context training)",
     )
     chunk_size: int | None = flag(
         None,
-        "attention in blocks of this many tokens, exact, in memory linear in --max-length "
+        "attention in blocks of this many tokens, exact, in memory linear in --max-input-length "
         "(long contexts); None: dense",
         positive=True,
     )
     prompt_tokens: int = flag(4, "tokens of each test text given as a prompt", positive=True)
+    max_decoding_length: int | None = flag(
+        None,
+        "the most tokens a completion has (the test split's, the export's, and the most a "
+        "request may ask for); None: --max-input-length",
+        positive=True,
+    )
     top_k: int = flag(5, "completions sample among the k most likely tokens", positive=True)
     output_dir: str = flag("runs/language_model", "where everything of this run is written")
     export_name: str = flag("language_model", "the model's name in TF Serving")
@@ -86,7 +92,7 @@ PRESETS = {
     "long_context": dict(
         model_preset="modern",
         pack_texts=True,
-        max_length=8192,
+        max_input_length=8192,
         chunk_size=1024,
         batch_size=1,
         epochs=1,
@@ -97,7 +103,7 @@ PRESETS = {
         dataset="imdb_reviews",
         tokenizer="subword",
         vocabulary_size=8000,
-        max_length=256,
+        max_input_length=256,
         batch_size=32,
         output_dir="runs/language_model_imdb",
     ),
@@ -131,7 +137,7 @@ class LanguageModelRecipe(Recipe):
             tokenizers, self.config = initial
         config = self.choose_for_data(train_strings)
         tokenizer = tokenizers["text"] if initial else train_tokenizer(config, train_strings)
-        warn_if_truncated("texts", tokenizer, train_strings, config.max_length - 1)
+        warn_if_truncated("texts", tokenizer, train_strings, config.max_input_length - 1)
         tokenizer.save(RunFiles(output_dir).vocabulary("text", config.tokenizer))
 
         if config.pack_texts:
@@ -185,7 +191,11 @@ class LanguageModelRecipe(Recipe):
         start = tf.fill([len(examples), 1 if prompt_starts(tokenizer) else 0], START_ID)
         prompts = tf.concat([start, prompts.to_tensor()], 1)
         completions = decoding.sample(
-            model, prompts.numpy(), config.max_length, top_k=config.top_k, seed=config.seed
+            model,
+            prompts.numpy(),
+            config.max_decoding_length or config.max_input_length,
+            top_k=config.top_k,
+            seed=config.seed,
         )
         prompt_texts = tokenizer.detokenize(prompts).numpy()
         completed = [t.decode() for t in tokenizer.detokenize(np.asarray(completions)).numpy()]
@@ -194,24 +204,27 @@ class LanguageModelRecipe(Recipe):
         results = {"perplexity": math.exp(test_loss), "test_loss": test_loss}
         return Evaluation(results, examples, completed)
 
+    def export_arguments(self, data):
+        return {"max_decoding_length": data.config.max_decoding_length}
+
     def draw(self, model, output_dir, data, evaluation, export_path):
         """The last layer's causal self-attention over a test text."""
         text = evaluation.examples[0]
         text_ids = data.tokenizer.tokenize(tf.constant([text])).numpy()[0]
         start = np.array([START_ID] if prompt_starts(data.tokenizer) else [], "int32")
-        ids = np.concatenate([start, text_ids[: data.config.max_length - len(start)]])[None]
+        ids = np.concatenate([start, text_ids[: data.config.max_input_length - len(start)]])[None]
         return draw_self_attention(model, ids, data.tokenizer.vocabulary, output_dir, title=text)
 
 
 def check_windows(tokenizer, texts, split, config):
     """With --pack-texts, a split must fill at least one batch of windows."""
     tokens = sum(len(ids) + 2 for ids in tokenizer.tokenize(tf.constant(texts)).numpy())
-    windows = tokens // (config.max_length + 1)
+    windows = tokens // (config.max_input_length + 1)
     if windows < config.batch_size:
         raise text_files.DataFileError(
             f"--pack-texts: the {split} split has {tokens:,} tokens, {windows} windows of "
-            f"--max-length {config.max_length}, fewer than --batch-size "
-            f"{config.batch_size}; lower --max-length or --batch-size, or add texts"
+            f"--max-input-length {config.max_input_length}, fewer than --batch-size "
+            f"{config.batch_size}; lower --max-input-length or --batch-size, or add texts"
         )
 
 

@@ -39,7 +39,7 @@ from keras_attention.recipes.config import (
     flag_name,
 )
 from keras_attention.recipes.strategy import make_strategy, saving_alone
-from keras_attention.run_files import RunFiles
+from keras_attention.run_files import RunFiles, read_config
 from keras_attention.utils import check_choice
 
 # --- Starting a run ---
@@ -90,7 +90,7 @@ def check_same_run(output_dir, config):
     if not path.is_file():
         return
     try:
-        saved = json.loads(path.read_text("utf-8"))
+        saved = read_config(path)
     except (OSError, ValueError) as error:
         raise OtherRunInFolder(f"{path} cannot be read ({error}); {WAYS_ON}") from None
     differences = [
@@ -162,7 +162,7 @@ def warn_if_truncated(what, tokenizer, texts, limit):
     if longer:
         print(
             f"WARNING: {longer:,} of {len(texts):,} training {what} have more than {limit} "
-            "tokens and are truncated (raise --max-length to keep them whole)"
+            "tokens and are truncated (raise --max-input-length to keep them whole)"
         )
     return longer
 
@@ -193,7 +193,7 @@ def batching(config, compiles, train_examples=0, epoch=0):
     """
     arguments = dict(
         batch_size=config.batch_size,
-        max_length=config.max_length,
+        max_length=config.max_input_length,
         bucket_shapes=compiles,  # a few shapes: the step compiles a few times
     )
     if train_examples:
@@ -411,7 +411,7 @@ class Recipe:
                 raise InitFromError(
                     f"--init-from {config.init_from} is not a finished run: {needed} not found"
                 )
-        run_config = json.loads(files.config.read_text("utf-8"))
+        run_config = read_config(files.config)
         try:
             tokenizers = {side: load_run_tokenizer(files, run_config, side) for side in sides}
         except ValueError as error:

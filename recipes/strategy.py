@@ -102,18 +102,19 @@ class RunStrategy:
         a few times)."""
         raise NotImplementedError
 
-    def compile_decoding(self, model, search, max_length):
+    def compile_decoding(self, model, search, max_input_length):
         """`search(ids) -> ids` (a decoding of `model`) compiled for this
         backend; the returned function takes numpy ids `[B, S]`, S <=
-        `max_length`, and returns numpy-convertible ids."""
+        `max_input_length`, and returns numpy-convertible ids."""
         raise NotImplementedError
 
     def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
         """Exports the run's `model` (saved in `output_dir`) with its
         tokenisers to TF Serving's layout under `base`, as the run's config
         says (`--export-name`, `--export-version`, `--overwrite-export`,
-        `--max-length`; see `keras_attention.export.export_model`), and
-        returns the version folder."""
+        `--max-input-length`, `--export-jit-compile`, ...; see
+        `keras_attention.export.export_model`), and returns the version
+        folder."""
         raise NotImplementedError
 
 
@@ -172,7 +173,7 @@ class TensorFlowStrategy(RunStrategy):
     def compiles(self, jit_compile):
         return jit_compile
 
-    def compile_decoding(self, model, search, max_length):
+    def compile_decoding(self, model, search, max_input_length):
         # No AutoGraph: the decoding loops are `keras.ops` code that JAX
         # traces as it is, and converting them costs seconds a trace.
         return tf.function(search, reduce_retracing=True, autograph=False)
@@ -184,8 +185,9 @@ class TensorFlowStrategy(RunStrategy):
             config.export_name,
             tokenizer,
             target_tokenizer,
-            max_length=config.max_length,
+            max_input_length=config.max_input_length,
             version=config.export_version,
+            jit_compile=config.export_jit_compile,
             overwrite=config.overwrite_export,
             config=dataclasses.asdict(config),
             **arguments,
@@ -368,7 +370,7 @@ class JaxStrategy(RunStrategy):
     def compiles(self, jit_compile):
         return True
 
-    def compile_decoding(self, model, search, max_length):
+    def compile_decoding(self, model, search, max_input_length):
         import jax
         import numpy as np
 
@@ -380,8 +382,8 @@ class JaxStrategy(RunStrategy):
                 return search(ids)
 
         def decode(ids):
-            # Padded to `max_length`, so the search compiles once.
-            ids = np.pad(ids, [(0, 0), (0, max_length - ids.shape[1])])
+            # Padded to `max_input_length`, so the search compiles once.
+            ids = np.pad(ids, [(0, 0), (0, max_input_length - ids.shape[1])])
             return search_with([variable.value for variable in model.variables], ids)
 
         return decode
@@ -405,6 +407,8 @@ def export_with_tensorflow(output_dir, base, config):
     command += ["--export-version", str(version)]
     if config.overwrite_export:
         command.append("--overwrite-export")
+    if config.export_jit_compile:
+        command.append("--export-jit-compile")
     print(f"Exporting with TensorFlow: {' '.join(command[1:])}", flush=True)
     environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
     environment.pop("XLA_FLAGS", None)  # the JAX run's device settings

@@ -43,7 +43,7 @@ from keras_attention.recipes.recipe import (
     train_tokenizer,
     warn_if_truncated,
 )
-from keras_attention.run_files import RunFiles
+from keras_attention.run_files import RunFiles, decoding_limits
 from keras_attention.tasks.translation import cross_attention
 
 MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
@@ -70,6 +70,18 @@ class TranslateConfig(TrainingConfig):
         "None: 1 for the dates task, 4 otherwise",
         positive=True,
     )
+    max_decoding_length: int | None = flag(
+        None,
+        "the most tokens of a translation (the test split's, and the export's and the most "
+        "a request may ask for); None: --max-input-length",
+        positive=True,
+    )
+    length_penalty: float | None = flag(
+        None,
+        "beam search ranks a hypothesis by its log-probability divided by its length to "
+        "this power (CTranslate2's and Hugging Face's length_penalty); None: beam search's "
+        "default",
+    )
     eval_batch_size: int = flag(256, "batch size for decoding the test split", positive=True)
     output_dir: str = flag("runs/translate", "where everything of this run is written")
     export_name: str = flag("translate", "the model's name in TF Serving")
@@ -88,7 +100,7 @@ WMT14 = dict(
     vocabulary_size=37000,  # the paper's shared source-target vocabulary
     shared_vocabulary=True,
     model_preset="base",
-    max_length=256,
+    max_input_length=256,
     batch_size=256,
     schedule="warmup",
     warmup_steps=4000,
@@ -109,7 +121,7 @@ PRESETS = {
         dataset="ted_hrlr_translate/pt_to_en",
         tokenizer="subword",
         vocabulary_size=8000,
-        max_length=128,
+        max_input_length=128,
         schedule="warmup",
         label_smoothing=0.1,
         epochs=20,
@@ -130,19 +142,22 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config, strate
     """Python strings in, Python strings out, decoded in batches with the
     export's input steps (UTF-8 repair, tokenise, truncate) and a search
     compiled for the backend (`RunStrategy.compile_decoding`)."""
-    max_length = config.max_length
+    max_input_length, max_decoding_length = decoding_limits(dataclasses.asdict(config))
+    penalty = {} if config.length_penalty is None else {"length_penalty": config.length_penalty}
 
     def search(ids):
         if config.beam_size > 1:
-            output, _ = decoding.beam_search(model, ids, max_length, beam_size=config.beam_size)
+            output, _ = decoding.beam_search(
+                model, ids, max_decoding_length, beam_size=config.beam_size, **penalty
+            )
             return output
-        return decoding.greedy_search(model, ids, max_length)
+        return decoding.greedy_search(model, ids, max_decoding_length)
 
-    decode = strategy.compile_decoding(model, search, max_length)
+    decode = strategy.compile_decoding(model, search, max_input_length)
     outputs = []
     for start in range(0, len(sources), config.eval_batch_size):
         batch = tf.constant(sources[start : start + config.eval_batch_size])
-        ids = token_ids(source_tokenizer, batch, max_length).numpy()
+        ids = token_ids(source_tokenizer, batch, max_input_length).numpy()
         output = target_tokenizer.detokenize(np.asarray(decode(ids)))
         outputs += [t.decode("utf-8") for t in output.numpy()]
     return outputs
@@ -169,9 +184,11 @@ def model_attention(model, data, source, translation):
     `translation` of it, from the model in this process (for a run made
     with `--no-export`): the last decoder layer's cross-attention, with
     `<s> y1 .. yn` teacher-forced, as `draw_translation_attention` takes it."""
-    max_length = data.config.max_length
-    source_ids = tf.cast(token_ids(data.tokenizer, tf.constant([source]), max_length), "int32")
-    output_ids = data.target_tokenizer.tokenize(tf.constant([translation]))[:, : max_length - 1]
+    max_input_length, max_decoding_length = decoding_limits(dataclasses.asdict(data.config))
+    source_ids = tf.constant([source])
+    source_ids = tf.cast(token_ids(data.tokenizer, source_ids, max_input_length), "int32")
+    output_ids = data.target_tokenizer.tokenize(tf.constant([translation]))
+    output_ids = output_ids[:, : max_decoding_length - 1]
     output_ids = tf.concat([tf.cast(output_ids.to_tensor(), "int32"), [[END_ID]]], 1)  # y </s>
     weights = keras.ops.convert_to_numpy(cross_attention(model, source_ids, output_ids))
     source_vocabulary = data.tokenizer.vocabulary
@@ -233,9 +250,9 @@ class TranslateRecipe(Recipe):
         else:
             tokenizer = train_tokenizer(config, sources)
             target_tokenizer = train_tokenizer(config, targets)
-        warn_if_truncated("sources", tokenizer, sources, config.max_length)
+        warn_if_truncated("sources", tokenizer, sources, config.max_input_length)
         # <s> or </s> takes one place of a target.
-        warn_if_truncated("targets", target_tokenizer, targets, config.max_length - 1)
+        warn_if_truncated("targets", target_tokenizer, targets, config.max_input_length - 1)
         files = RunFiles(output_dir)
         tokenizer.save(files.vocabulary("source", config.tokenizer))
         target_tokenizer.save(files.vocabulary("target", config.tokenizer))
@@ -305,7 +322,12 @@ class TranslateRecipe(Recipe):
         return Evaluation(results, test, predictions)
 
     def export_arguments(self, data):
-        return {"beam_size": data.config.beam_size}
+        config = data.config
+        return {
+            "beam_size": config.beam_size,
+            "max_decoding_length": config.max_decoding_length,
+            "length_penalty": config.length_penalty,
+        }
 
     def draw(self, model, output_dir, data, evaluation, export_path):
         """Translates a few test sources with the export, as TF Serving would,

@@ -33,7 +33,7 @@ def make_run(folder, kind, max_length=24, beam_size=3):
     files.folder.mkdir(parents=True, exist_ok=True)
     tokenizer = CharacterTokenizer(ALPHABET)
     size = len(tokenizer.vocabulary)
-    common = dict(tokenizer="character", max_length=max_length, output_dir=str(folder))
+    common = dict(tokenizer="character", max_input_length=max_length, output_dir=str(folder))
     if kind in ("transformer", "seq2seq_attention"):
         build = build_transformer if kind == "transformer" else build_seq2seq_attention
         model = build(size, size)
@@ -45,7 +45,7 @@ def make_run(folder, kind, max_length=24, beam_size=3):
         files.labels.write_text(json.dumps(LABELS))
         sides = ("text",)
     else:
-        model = build_transformer_lm(size, max_length=max_length)
+        model = build_transformer_lm(size, max_position_embeddings=max_length)
         config = LanguageModelConfig(**common)
         sides = ("text",)
     for side in sides:

@@ -170,7 +170,11 @@ def requests(exports):
         ("serving_default", {"text": texts}),  # the export's beam size and length
         (
             "translate_with_options",
-            {"text": texts, "beam_size": per_row(*[3] * n), "max_length": per_row(*[4] * n)},
+            {
+                "text": texts,
+                "beam_size": per_row(*[3] * n),
+                "max_decoding_length": per_row(*[4] * n),
+            },
         ),
         ("translate_with_attention", {"text": texts}),
         ("serving_default", {"text": odd}),
@@ -183,16 +187,20 @@ def requests(exports):
             {
                 "text": texts,
                 "beam_size": per_row(*[BEAM_SIZE] * n),
-                "max_length": per_row(*[0] * n),
+                "max_decoding_length": per_row(*[0] * n),
             },
         ),
         (
             "translate_with_options",
-            {"text": texts, "beam_size": per_row(*beam_sizes), "max_length": per_row(*max_lengths)},
+            {
+                "text": texts,
+                "beam_size": per_row(*beam_sizes),
+                "max_decoding_length": per_row(*max_lengths),
+            },
         ),
         (
             "translate_with_options",
-            {"text": EMPTY, "beam_size": per_row(), "max_length": per_row()},
+            {"text": EMPTY, "beam_size": per_row(), "max_decoding_length": per_row()},
         ),
     ]
     warmup = [
@@ -243,7 +251,7 @@ def requests(exports):
                 {
                     "prompt": texts,
                     "beam_size": per_row(*beam_sizes),
-                    "max_length": per_row(*max_lengths),
+                    "max_decoding_length": per_row(*max_lengths),
                 },
             ),
             ("complete_by_sampling", sampling_inputs(texts, SAMPLING_OPTIONS)),
@@ -271,7 +279,7 @@ def sampling_inputs(texts, options):
     max_length, temperature, top_k, top_p, seed = columns
     return {
         "prompt": texts,
-        "max_length": per_row(*max_length),
+        "max_decoding_length": per_row(*max_length),
         "temperature": np.array(temperature, np.float32),
         "top_k": per_row(*top_k),
         "top_p": np.array(top_p, np.float32),
@@ -288,7 +296,7 @@ def make_run(exports, folder):
     exports.tokenizer.save(files.vocabulary("source", "character"))
     exports.tokenizer.save(files.vocabulary("target", "character"))
     config = {
-        "max_length": MAX_LENGTH,
+        "max_length": MAX_LENGTH,  # as runs wrote it before `max_input_length`
         "beam_size": BEAM_SIZE,
         "export_name": "reverse",
         "tokenizer": "character",

@@ -117,12 +117,12 @@ def check_language_model_export(version):
     with_options = served.signatures["complete_with_options"](
         prompt=tf.constant(["29 nov", ""]),
         beam_size=tf.constant([1, 2]),
-        max_length=tf.constant([5, 3]),
+        max_decoding_length=tf.constant([5, 3]),
     )
     assert with_options["completion"].shape == (2,)
     sampled = served.signatures["complete_by_sampling"](
         prompt=tf.constant(["29 nov", ""]),
-        max_length=tf.constant([5, 3]),
+        max_decoding_length=tf.constant([5, 3]),
         temperature=tf.constant([1.0, 0.0]),
         top_k=tf.constant([0, 0]),
         top_p=tf.constant([1.0, 1.0]),

@@ -337,8 +337,9 @@ def log_softmax_without_padding(table):
 
 
 def exhaustive_scores(table, max_length, alpha, end_id=2, start_id=1):
-    """Every finished sequence and its ((5 + |Y|) / 6)^alpha-normalised
-    log-probability."""
+    """Every finished sequence and its log-probability divided by
+    |Y| ** alpha (CTranslate2's and Hugging Face's length penalty; |Y|
+    counts the generated tokens, the end token included)."""
     log_probs = log_softmax_without_padding(table)
     vocabulary = range(1, table.shape[0])
     scores = {}
@@ -350,7 +351,7 @@ def exhaustive_scores(table, max_length, alpha, end_id=2, start_id=1):
             total = sum(log_probs[a, b] for a, b in itertools.pairwise(tokens))
             if length < max_length and sequence[-1] != end_id:
                 continue  # an unfinished sequence shorter than max_length is a prefix
-            scores[sequence] = total / ((5 + length) / 6) ** alpha
+            scores[sequence] = total / length**alpha
     return scores
 
 
@@ -427,13 +428,14 @@ def test_all_beams_are_the_finished_hypotheses_best_first(beam_size):
 
 
 def early_end_table():
-    """After the start token (1), the end token (2) is likely (0.14), but
-    token 3 more so (0.85); after 3, tokens 5 (0.5) and 4 (0.45) keep the
+    """After the start token (1), the end token (2) is likely (0.3), but
+    token 3 more so (0.69); after 3, tokens 5 (0.5) and 4 (0.45) keep the
     prefix ahead of the finished "</s>" for one more step; after 4 or 5
     every token is equally likely (0.2), so everything through 3 ends below
-    "</s>" alone (log 0.14 = -1.97 against about -2.47)."""
+    "</s>" alone (log 0.3 = -1.20 against about -2.67, or -1.38 divided by
+    3 ** 0.6)."""
     p = np.full((6, 6), 1e-9)
-    p[1, [2, 3]] = [0.14, 0.85]
+    p[1, [2, 3]] = [0.3, 0.69]
     p[1, [1, 4, 5]] = 0.01 / 3
     p[3, [5, 4]] = [0.5, 0.45]
     p[3, [1, 2, 3]] = 0.05 / 3
@@ -443,10 +445,10 @@ def early_end_table():
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_a_finished_hypothesis_is_kept_when_live_ones_overtake_it_for_a_step(alpha):
-    """Two beams: step 1 finishes "</s>" (-1.97) beside the live 3 (-0.16);
-    step 2's two extensions of 3 both score above -1.97. A search that
+    """Two beams: step 1 finishes "</s>" (-1.20) beside the live 3 (-0.37);
+    step 2's two extensions of 3 both score above -1.20. A search that
     kept finished hypotheses in the beam's slots lost "</s>" there and
-    returned 3 5 1 (-2.47); it must be kept aside and win."""
+    returned 3 5 1 (-2.67); it must be kept aside and win."""
     table = early_end_table()
     tokens, score = decoding.beam_search(
         MarkovModel(table), np.zeros((2, 1), "int32"), 3, beam_size=2, length_penalty=alpha
@@ -478,6 +480,28 @@ def test_beam_search_with_a_length_penalty_finds_the_best_sequence(seed, alpha, 
     expected, expected_score = exhaustive_best(table, max_length, alpha)
     assert [t for t in to_numpy(tokens)[0] if t != 0] == expected
     np.testing.assert_allclose(to_numpy(score)[0], expected_score, rtol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0, 2.0])
+def test_a_language_models_length_penalty_counts_only_what_it_generates(alpha):
+    """A language model's prompt is given: n counts the tokens after it
+    (its log-probability too), each prompt of the batch by its own length."""
+
+    class MarkovLanguageModel(MarkovModel):
+        is_decoder_only = True
+
+    table = np.random.default_rng(7).normal(scale=2.0, size=(5, 5)).astype("float32")
+    prompts = np.array([[1, 3, 0], [1, 4, 3]], "int32")
+    tokens, scores = decoding.beam_search(
+        MarkovLanguageModel(table), prompts, 3, beam_size=16, length_penalty=alpha
+    )
+    for row, prompt in enumerate(prompts):
+        prompt = [t for t in prompt if t != 0]
+        # The search goes on from the prompt's last token.
+        scores_after = exhaustive_scores(table, 3, alpha, start_id=prompt[-1])
+        best = max(scores_after, key=scores_after.get)
+        assert [t for t in to_numpy(tokens)[row] if t != 0] == prompt + list(best)
+        np.testing.assert_allclose(to_numpy(scores)[row], scores_after[best], rtol=1e-5)
 
 
 def test_greedy_stops_at_the_end_token_and_pads_after_it():
@@ -563,7 +587,7 @@ def test_filter_logits():
 
 def test_bad_arguments():
     model = make_model("transformer")
-    with pytest.raises(ValueError, match="max_length=0"):
+    with pytest.raises(ValueError, match="max_decoding_length=0"):
         decoding.greedy_search(model, SOURCE, 0)
     with pytest.raises(ValueError, match="beam_size"):
         decoding.beam_search(model, SOURCE, 4, beam_size=0)
@@ -571,6 +595,28 @@ def test_bad_arguments():
         decoding.sample(model, SOURCE, 4, top_p=1.5)
     with pytest.raises(ValueError, match="temperature=0"):
         decoding.sample(model, SOURCE, 4, temperature=0)
+
+
+def test_the_length_answers_to_its_three_names():
+    """`max_decoding_length`; `max_new_tokens`, Hugging Face's name, the
+    same; `max_length`, its name before, with a FutureWarning for one
+    release. Two at once, or none, is a TypeError naming them."""
+    model = make_model("transformer")
+    for search, options in [
+        (decoding.greedy_search, {}),
+        (decoding.beam_search, {"beam_size": 2}),
+        (decoding.sample, {"seed": 3}),
+    ]:
+        expected = to_numpy(search(model, SOURCE, max_decoding_length=4, **options)[0])
+        as_hugging_face = search(model, SOURCE, max_new_tokens=4, **options)[0]
+        np.testing.assert_array_equal(to_numpy(as_hugging_face), expected)
+        with pytest.warns(FutureWarning, match="`max_length` is deprecated .* `max_decoding_length`"):
+            before = search(model, SOURCE, max_length=4, **options)[0]
+        np.testing.assert_array_equal(to_numpy(before), expected)
+        with pytest.raises(TypeError, match="give one of max_decoding_length, max_new_tokens"):
+            search(model, SOURCE, 4, max_new_tokens=4, **options)
+        with pytest.raises(TypeError, match="missing the most tokens to generate"):
+            search(model, SOURCE, **options)
 
 
 # Where the writes run: eagerly and in a plain graph on TensorFlow, under XLA

@@ -48,7 +48,7 @@ def test_a_translation_answer_is_the_models_search_and_its_weights(explorers, ki
 
     # The output is the best of the beam search, and the hypotheses its K
     # finished ones, best first.
-    ids, score = decoding.beam_search(explorer.model, source_ids, explorer.max_length, beam_size=3)
+    ids, score = decoding.beam_search(explorer.model, source_ids, explorer.max_decoding_length, beam_size=3)
     output = [int(i) for i in np.asarray(ids)[0] if i != 0]
     output = output[: output.index(2)] if 2 in output else output
     target = explorer.tokenizers["target"]
@@ -79,7 +79,7 @@ def test_greedy_is_a_beam_of_one(explorers):
     explorer = explorers["transformer"]
     answer = explorer.answer("abc", beam_size=1)
     source_ids = np.array([[explorer.tokenizers["source"].vocabulary.index(c) for c in "abc"]])
-    greedy = np.asarray(decoding.greedy_search(explorer.model, source_ids, explorer.max_length))[0]
+    greedy = np.asarray(decoding.greedy_search(explorer.model, source_ids, explorer.max_decoding_length))[0]
     greedy = [int(i) for i in greedy]
     greedy = greedy[: greedy.index(2)] if 2 in greedy else [i for i in greedy if i]
     assert len(answer["hypotheses"]) == 1
@@ -89,7 +89,7 @@ def test_greedy_is_a_beam_of_one(explorers):
 def test_a_long_text_is_truncated_and_the_answer_says_so(explorers):
     explorer = explorers["transformer"]
     answer = explorer.answer("a" * 500)
-    assert len(answer["source_tokens"]) == explorer.max_length
+    assert len(answer["source_tokens"]) == explorer.max_input_length
     assert "500 tokens" in answer["notice"] and "truncated" in answer["notice"]
     assert explorer.answer("short")["notice"] is None
 
@@ -132,7 +132,7 @@ def test_a_language_model_completes_and_attends_only_backwards(explorers):
     answer = explorer.answer("abc")
     vocabulary = explorer.tokenizers["text"].vocabulary
     prompt = np.array([[START_ID, *[vocabulary.index(c) for c in "abc"]]])
-    new_tokens = explorer.max_length - prompt.shape[1]
+    new_tokens = explorer.max_input_length - prompt.shape[1]
     expected = [
         int(i) for i in np.asarray(decoding.greedy_search(explorer.model, prompt, new_tokens))[0]
     ]

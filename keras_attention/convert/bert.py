@@ -172,7 +172,7 @@ def read(checkpoint):
         activation=ACTIVATIONS[activation],
         layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
         positions="learned",
-        max_length=config["max_position_embeddings"],
+        max_position_embeddings=config["max_position_embeddings"],
         scale_embeddings=False,
         num_segments=config.get("type_vocab_size", 2),
         separator_id=END_ID,  # [SEP]: our end id
@@ -232,9 +232,9 @@ def load_weights(model, weights, sides):
     embeddings = f"{prefix}embeddings"
     words = weights.take(f"{embeddings}.word_embeddings.weight", (len(vocabulary), width))
     model.token_embedding.set_weights([reorder_rows(words, id_map)])
-    model.positional_encoding.set_weights(
-        [weights.take(f"{embeddings}.position_embeddings.weight", (model.max_length, width))]
-    )
+    positions = model.max_position_embeddings
+    table = weights.take(f"{embeddings}.position_embeddings.weight", (positions, width))
+    model.positional_encoding.set_weights([table])
     model.segment_embedding.set_weights(
         [weights.take(f"{embeddings}.token_type_embeddings.weight", (model.num_segments, width))]
     )
@@ -272,4 +272,4 @@ def load_weights(model, weights, sides):
 
 def run_settings(checkpoint):
     """The run's tokenizer kind and the most ids a text has."""
-    return {"tokenizer": "wordpiece", "max_length": max_length(checkpoint)}
+    return {"tokenizer": "wordpiece", "max_input_length": max_length(checkpoint)}

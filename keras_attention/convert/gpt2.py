@@ -60,7 +60,7 @@ def read(checkpoint):
         feed_forward="dense",
         activation=ACTIVATIONS[activation],
         positions="learned",
-        max_length=config["n_positions"],
+        max_position_embeddings=config["n_positions"],
         use_bias=True,
         scale_embeddings=False,
         tie_output_embeddings=True,
@@ -87,7 +87,7 @@ def load_weights(model, weights, sides):
         weights.take("lm_head.weight", embedding.shape)  # tied: the same matrix
     missing = [i for i, checkpoint_id in enumerate(id_map) if checkpoint_id == NO_ID and i > 0]
     model.logits_bias.set_weights([never_generated(np.zeros(len(id_map)), missing)])
-    positions = model.positional_encoding.max_length
+    positions = model.positional_encoding.max_position_embeddings
     model.positional_encoding.set_weights([weights.take(f"{prefix}wpe.weight", (positions, width))])
     model.decoder.final_norm.set_weights(weights.norm(f"{prefix}ln_f", width))
     for index, block in enumerate(model.decoder.blocks):
@@ -124,7 +124,9 @@ def run_settings(checkpoint):
     `generation_config.json`'s `max_new_tokens`, or 256, within half the
     model's positions."""
     max_length = int(checkpoint.generation_config.get("max_new_tokens") or 256)
+    limit = min(max_length, int(checkpoint.config["n_positions"]) // 2)
     return {
         "beam_size": int(checkpoint.setting("num_beams", 1)),
-        "max_length": min(max_length, int(checkpoint.config["n_positions"]) // 2),
+        "max_input_length": limit,
+        "max_decoding_length": limit,
     }

@@ -264,7 +264,9 @@ def run_settings(checkpoint):
     within the model's positions."""
     max_length = int(checkpoint.generation_config.get("max_new_tokens") or 256)
     positions = int(checkpoint.config.get("max_position_embeddings", 2 * max_length))
+    limit = min(max_length, positions // 2)
     return {
         "beam_size": int(checkpoint.setting("num_beams", 1)),
-        "max_length": min(max_length, positions // 2),
+        "max_input_length": limit,
+        "max_decoding_length": limit,
     }

@@ -250,7 +250,9 @@ def run_settings(checkpoint):
         checkpoint.refuse("forced_eos_token_id", forced_end, "is not the eos_token_id")
     max_length = int(checkpoint.setting("max_length", 512)) - (2 if forced_end is not None else 1)
     positions = int(checkpoint.config.get("max_position_embeddings", 512))
+    limit = min(max_length, positions)
     return {
         "beam_size": int(checkpoint.setting("num_beams", 1)),
-        "max_length": min(max_length, positions),
+        "max_input_length": limit,
+        "max_decoding_length": limit,
     }

@@ -8,7 +8,13 @@ import dataclasses
 
 from keras import ops, tree
 
-from keras_attention.utils import NEG_INF, PAD_ID, check_positive_int, slice_update
+from keras_attention.utils import (
+    NEG_INF,
+    PAD_ID,
+    check_positive_int,
+    renamed_argument,
+    slice_update,
+)
 
 # Rows of a batch finish at different steps (in batches of 32 test sentences
 # of the English -> French run, the batch ran 2.5 to 3.8 times the row-steps
@@ -124,14 +130,13 @@ class Scoring:
 
     Attributes:
         length_penalty: alpha, a float or a float tensor `[B]`: the
-            hypothesis's log-probability is divided by a penalty that grows
-            with its length n; 0 ranks by log-probability alone.
-        form: `"gnmt"`: the penalty is `((5 + n) / 6) ** alpha` (Wu et al.
-            2016), n counting the tokens generated, the end token included.
-            `"power"`: `n ** alpha`, as in CTranslate2 and Hugging Face, n
-            counting every token after the start token: a target prefix and
-            the end token included. (The log-probability never counts a
-            prefix's tokens: they are given, not chosen.)
+            hypothesis's log-probability is divided by `n ** alpha`, as in
+            CTranslate2 and Hugging Face, n counting its tokens from
+            `history_start` on, the end token included (for an
+            encoder-decoder, every token after the start token, a target
+            prefix's too); 0 ranks by log-probability alone. (The
+            log-probability never counts a prefix's tokens: they are
+            given, not chosen.)
         patience: beam search's stopping rule. 0, the zoo's own: a row
             searches on until no live hypothesis can still enter its n-best.
             Above 0, CTranslate2's: a row stops once round(beam_size *
@@ -142,32 +147,32 @@ class Scoring:
             search returns per row (None: `beam_size`).
         constraints: optional `Constraints`, applied to every step's logits.
         history_start: int, or int `[B]` (one per batch item): the first
-            position of a hypothesis's own tokens, those that the
-            `"power"` form counts in its length and the constraints read
+            position of a hypothesis's own tokens, those that the length
+            penalty counts and the constraints read
             (1: all but the start token; a language model's prompt
             length: what follows its prompt, CTranslate2's
             `include_prompt_in_result=False`).
     """
 
-    length_penalty: object = 0.6
-    form: str = "gnmt"
+    length_penalty: object = 1.0
     patience: object = 0
     num_hypotheses: object = None
     constraints: object = None
     history_start: object = 1
 
-    def length(self, written, prompt_length, history_start=1):
+    def length(self, written, history_start=1):
         """The length n of a hypothesis whose last token is at position
-        `written - 1` (`prompt_length`: the start token and any prefix;
-        `history_start`: the row's first position of its own tokens)."""
-        return written - (prompt_length if self.form == "gnmt" else history_start)
+        `written - 1` (`history_start`: the row's first position of its
+        own tokens)."""
+        return written - history_start
 
     def penalty(self, length, alpha=None):
-        """The divisor of a hypothesis's log-probability (`alpha`: each
-        row's, broadcast against `length`; None: `length_penalty`)."""
+        """The divisor of a hypothesis's log-probability, `n ** alpha`
+        (`alpha`: each row's, broadcast against `length`; None:
+        `length_penalty`). A hypothesis of no tokens (a limit of 0) is
+        divided by 1."""
         alpha = self.length_penalty if alpha is None else alpha
-        length = ops.cast(length, "float32")
-        return ((5.0 + length) / 6.0) ** alpha if self.form == "gnmt" else length**alpha
+        return ops.maximum(ops.cast(length, "float32"), 1.0) ** alpha
 
     def constrain(self, logits, tokens, index, row_ids, history_start=1):
         if self.constraints is None:
@@ -182,7 +187,7 @@ class Scoring:
 def _decode(
     model,
     inputs,
-    max_length,
+    max_decoding_length,
     start_id,
     end_id,
     use_cache,
@@ -198,7 +203,7 @@ def _decode(
     `target_prefix`: optional ids `[B, P]` (0-padded) that an
     encoder-decoder's answers start with. `with_cut`: also return the
     rows whose buffer was too short (`_loop_while_rows_remain`'s `"cut"`)."""
-    room, row_limit = _limits(max_length)
+    room, row_limit = _limits(max_decoding_length)
     prompt, is_lm = _prompt(model, inputs, start_id, target_prefix)
     batch_size, prompt_width = ops.shape(prompt)[0], ops.shape(prompt)[1]
     total_length = prompt_width + room
@@ -254,7 +259,7 @@ def _decode(
     if scoring is None:
         answer = (_strip_start(tokens, is_lm),)
     else:
-        length = scoring.length(_lengths(tokens), prompt_length, rows["history_start"])
+        length = scoring.length(_lengths(tokens), rows["history_start"])
         answer = (_strip_start(tokens, is_lm), rows["log_prob"] / scoring.penalty(length))
     answer += (rows["cut"],) if with_cut else ()
     return answer if len(answer) > 1 else answer[0]
@@ -326,16 +331,38 @@ def _is_scalar(value):
     return not ops.is_tensor(value) or len(value.shape) == 0
 
 
-def _limits(max_length):
+def decoding_length(max_decoding_length, max_new_tokens=None, max_length=None):
+    """The most tokens a search generates, by whichever name its caller
+    used: `max_decoding_length` (CTranslate2's), `max_new_tokens` (Hugging
+    Face's, for a language model the tokens after the prompt: the same
+    number) or `max_length` (this package's before; deprecated). One, and
+    only one, must be given."""
+    given = {
+        name: value
+        for name, value in [("max_new_tokens", max_new_tokens), ("max_length", max_length)]
+        if value is not None
+    }
+    if max_decoding_length is not None and given or len(given) > 1:
+        names = ["max_decoding_length"] * (max_decoding_length is not None) + sorted(given)
+        raise TypeError(f"give one of {', '.join(names)}, not several (they are one limit)")
+    if "max_new_tokens" in given:
+        return given["max_new_tokens"]
+    length = renamed_argument(given, "max_decoding_length", max_decoding_length, old="max_length")
+    if length is None:
+        raise TypeError("missing the most tokens to generate: `max_decoding_length`")
+    return length
+
+
+def _limits(max_decoding_length):
     """`(room, row_limit)`: how many new tokens the buffer holds, and each
-    row's limit, a scalar or (with one `max_length` per row) `[B]`. A
-    `max_length` that is already such a pair is returned as it is: a
-    compiled caller gives the buffer's width apart from the limits, so
-    that XLA compiles one program per width, not one per set of limits."""
-    if isinstance(max_length, tuple):
-        return max_length
-    _check_positive_int("max_length", max_length, ranks=(0, 1))
-    if _is_scalar(max_length):
-        return max_length, max_length
+    row's limit, a scalar or (with one `max_decoding_length` per row) `[B]`.
+    A `max_decoding_length` that is already such a pair is returned as it
+    is: a compiled caller gives the buffer's width apart from the limits,
+    so that XLA compiles one program per width, not one per set of limits."""
+    if isinstance(max_decoding_length, tuple):
+        return max_decoding_length
+    _check_positive_int("max_decoding_length", max_decoding_length, ranks=(0, 1))
+    if _is_scalar(max_decoding_length):
+        return max_decoding_length, max_decoding_length
     # (At least 1: the largest of an empty batch's limits is the smallest int.)
-    return ops.maximum(ops.max(max_length), 1), ops.cast(max_length, "int32")
+    return ops.maximum(ops.max(max_decoding_length), 1), ops.cast(max_decoding_length, "int32")

@@ -406,7 +406,6 @@ def _scoring(options, end_id, unknown_id, history_start=1):
     penalty and stopping rule, and its rules on each step's logits."""
     return Scoring(
         length_penalty=options.length_penalty,
-        form="power",
         patience=options.patience,
         num_hypotheses=options.num_hypotheses,
         history_start=history_start,

@@ -4,7 +4,7 @@ top-k, nucleus), with noise hashed from each sequence's own seed."""
 import keras
 from keras import ops
 
-from keras_attention.decoding._loop import _decode, first_argmax
+from keras_attention.decoding._loop import _decode, decoding_length, first_argmax
 from keras_attention.utils import (
     END_ID,
     NEG_INF,
@@ -18,7 +18,7 @@ from keras_attention.utils import (
 def sample(
     model,
     inputs,
-    max_length,
+    max_decoding_length=None,
     temperature=1.0,
     top_k=None,
     top_p=None,
@@ -26,6 +26,9 @@ def sample(
     start_id=START_ID,
     end_id=END_ID,
     use_cache=True,
+    *,
+    max_new_tokens=None,
+    max_length=None,
 ):
     """Samples each token from the softmax of the logits.
 
@@ -35,8 +38,8 @@ def sample(
     server can batch requests and still give each the answer it gets alone.
 
     Args:
-        model, inputs, max_length, start_id, end_id, use_cache: as in
-            `greedy_search`.
+        model, inputs, max_decoding_length, start_id, end_id, use_cache,
+            max_new_tokens, max_length: as in `greedy_search`.
         temperature: float > 0, logits are divided by it (lower = greedier).
             Also a float tensor `[B]`, one per sequence, where a value <= 0
             (or NaN) decodes that sequence greedily; values are clipped to
@@ -60,9 +63,10 @@ def sample(
         raise ValueError(f"`top_k` must be a positive integer. Received: top_k={top_k!r}")
     if not ops.is_tensor(top_p) and top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p!r}")
+    length = decoding_length(max_decoding_length, max_new_tokens, max_length)
     seeds = _sequence_seeds(seed, ops.shape(inputs)[0])  # [B]
     choose = sampling_choice(temperature, top_k, top_p, seeds)
-    return _decode(model, inputs, max_length, start_id, end_id, use_cache, choose)
+    return _decode(model, inputs, length, start_id, end_id, use_cache, choose)
 
 
 def sampling_choice(temperature, top_k, top_p, seeds):

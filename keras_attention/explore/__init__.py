@@ -38,7 +38,7 @@ from keras import ops
 
 from keras_attention import decoding
 from keras_attention.data.tokenizers import load_run_tokenizer, token_ids
-from keras_attention.run_files import RunFiles
+from keras_attention.run_files import RunFiles, decoding_limits, read_config
 from keras_attention.tasks import task_of
 from keras_attention.visualize import AXES
 
@@ -100,7 +100,7 @@ class Explorer:
         import keras_attention.models  # noqa: F401  (registers the model classes)
 
         self.files, model_file = find_run(path)
-        self.config = json.loads(self.files.config.read_text())
+        self.config = read_config(self.files.config)
         self.model = keras.saving.load_model(model_file)
         try:
             self._task = task_of(self.model)
@@ -114,7 +114,7 @@ class Explorer:
             }
         except ValueError as error:
             raise ExplorerError(str(error)) from None
-        self.max_length = int(self.config["max_length"])
+        self.max_input_length, self.max_decoding_length = map(int, decoding_limits(self.config))
         self.label_names = None
         if self.files.labels.is_file():
             self.label_names = json.loads(self.files.labels.read_text())
@@ -128,7 +128,7 @@ class Explorer:
             "task": self.task,
             "model": type(self.model).__name__,
             "run": str(self.files.folder),
-            "max_length": self.max_length,
+            "max_input_length": self.max_input_length,
             "beam_size": int(self.config.get("beam_size") or 1),
             "max_beam_size": self._task.max_beam_size,
             "labels": self.label_names,
@@ -149,7 +149,7 @@ class Explorer:
         started = time.perf_counter()
         tokenizer = self.tokenizers[self._task.input_side]
         count = int(tokenizer.tokenize(tf.constant([text])).row_lengths()[0])
-        room = self.max_length - self._task.positions_before_text
+        room = self.max_input_length - self._task.positions_before_text
         ids = token_ids(tokenizer, tf.constant([text]), room).numpy().astype("int32")
         notice = None
         if count > room:
@@ -181,7 +181,11 @@ class Explorer:
                 if new_tokens is not None:
                     return decoding.greedy_search(self.model, ids, new_tokens)
                 return decoding.beam_search(
-                    self.model, ids, self.max_length, beam_size=beam_size, return_all_beams=True
+                    self.model,
+                    ids,
+                    self.max_decoding_length,
+                    beam_size=beam_size,
+                    return_all_beams=True,
                 )
 
             self._searches[key] = _compiled(search)

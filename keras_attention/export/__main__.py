@@ -34,7 +34,6 @@ later release.
 """
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -56,13 +55,8 @@ def main(argv=None):
         command = [sys.executable, "-m", "keras_attention.export", *argv]
         os.execve(sys.executable, command, environment)
 
-    from keras_attention.export.signatures import MAX_BEAM_SIZE
     from keras_attention.run_files import RunFiles
 
-    if args.beam_size is not None and not 1 <= args.beam_size <= MAX_BEAM_SIZE:
-        raise SystemExit(
-            f"error: --beam-size must be from 1 to {MAX_BEAM_SIZE}; got {args.beam_size}"
-        )
     path = Path(args.run)
     run_dir = path.parent if path.is_file() else path
     model_path = path if path.is_file() else RunFiles(run_dir).model
@@ -82,16 +76,18 @@ def main(argv=None):
                 args.export_name,
                 args.export_version,
                 bool(args.overwrite_export),
-                jit_compile=bool(args.jit_compile),
+                jit_compile=bool(args.export_jit_compile),
                 beam_size=args.beam_size,
                 quantization=args.quantization,
+                max_input_length=args.max_input_length,
+                max_decoding_length=args.max_decoding_length,
+                length_penalty=args.length_penalty,
             )
     except FileExistsError as error:
         raise SystemExit(f"error: {error}") from None
     except (ValueError, ImportError) as error:
-        if args.format != "ctranslate2":
-            raise
-        # A model CTranslate2 cannot hold, a bad --quantization, no ctranslate2.
+        # An option out of range (named by `export_model`), a model
+        # CTranslate2 cannot hold, a bad --quantization, no ctranslate2.
         raise SystemExit(f"error: {error}") from None
     print(f"exported {model_path} to {written}")
     return written
@@ -145,14 +141,35 @@ def parse_arguments(argv):
         help="saved_model only: the beam size serving_default decodes with (default: the run's)",
     )
     parser.add_argument(
-        "--jit-compile",
+        "--max-input-length",
+        type=int,
+        help="saved_model only: tokens kept per input (default: the run's)",
+    )
+    parser.add_argument(
+        "--max-decoding-length",
+        type=int,
+        help="saved_model only: the most tokens generated, and the most a request may ask "
+        "for (default: the run's)",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        help="saved_model only: the length penalty of the export's beam search, CTranslate2's "
+        "(default: the run's)",
+    )
+    parser.add_argument(
+        "--export-jit-compile",
+        "--jit-compile",  # its name before (`RENAMED`)
+        dest="export_jit_compile",
         action="store_true",
         default=None,
         help="saved_model only: compile the search with XLA (several times faster on "
         "CPU; TF Serving needs --xla_cpu_compilation_enabled=true)",
     )
     args = parser.parse_args(argv)
-    warn_of_renamed_flags(argv)
+    from keras_attention.renamed_flags import warn_of_renamed_flags
+
+    warn_of_renamed_flags(sys.argv[1:] if argv is None else argv, RENAMED)
     if args.format == "saved_model":
         if args.quantization not in (None, *SAVED_MODEL_QUANTIZATIONS):
             parser.error(
@@ -160,7 +177,16 @@ def parse_arguments(argv):
                 f"{', '.join(SAVED_MODEL_QUANTIZATIONS)}; got {args.quantization!r}"
             )
     else:
-        for name in ("export_name", "export_version", "beam_size", "jit_compile"):
+        saved_model_only = (
+            "export_name",
+            "export_version",
+            "beam_size",
+            "export_jit_compile",
+            "max_input_length",
+            "max_decoding_length",
+            "length_penalty",
+        )
+        for name in saved_model_only:
             if getattr(args, name) is not None:
                 option = name.replace("_", "-")
                 parser.error(f"--{option} is for --format saved_model (TF Serving's layout)")
@@ -177,21 +203,8 @@ RENAMED = {
     "--name": "--export-name",
     "--version": "--export-version",
     "--overwrite": "--overwrite-export",
+    "--jit-compile": "--export-jit-compile",
 }
-
-
-def warn_of_renamed_flags(argv):
-    """A `FutureWarning` for each flag of `argv` given by its name before."""
-    import warnings
-
-    for argument in argv:
-        old = argument.split("=", 1)[0]
-        if old in RENAMED:
-            warnings.warn(
-                f"{old} is now {RENAMED[old]}, the recipes' name; {old} goes in a later release",
-                FutureWarning,
-                stacklevel=2,
-            )
 
 
 def load_run(model_path, run_dir):
@@ -202,10 +215,10 @@ def load_run(model_path, run_dir):
 
     import keras_attention  # noqa: F401  (registers the models for loading)
     from keras_attention.data.tokenizers import load_run_tokenizer
-    from keras_attention.run_files import RunFiles
+    from keras_attention.run_files import RunFiles, read_config
 
     files = RunFiles(run_dir)
-    config = json.loads(files.config.read_text())
+    config = read_config(files.config)
     model = keras.saving.load_model(model_path)
 
     def tokenizer(side):
@@ -227,13 +240,17 @@ def export_run(
     jit_compile=False,
     beam_size=None,
     quantization=None,
+    max_input_length=None,
+    max_decoding_length=None,
+    length_penalty=None,
 ):
     """Exports the model at `model_path` with the vocabularies and config of
-    `run_dir`; returns the version folder. `base`, `name` and `beam_size`
-    default to the run's export folder, name and beam size; `jit_compile`
-    as in `export_model`; `quantization="int8"` quantizes the dense layers'
-    weights first (`quantize_dense_layers`)."""
+    `run_dir`; returns the version folder. `base`, `name`, `beam_size`,
+    `max_input_length`, `max_decoding_length` and `length_penalty` default
+    to the run's; `jit_compile` as in `export_model`; `quantization="int8"`
+    quantizes the dense layers' weights first (`quantize_dense_layers`)."""
     from keras_attention.export import export_model
+    from keras_attention.run_files import decoding_limits
     from keras_attention.tasks import task_of
 
     model, config, files, tokenizer = load_run(model_path, run_dir)
@@ -242,24 +259,38 @@ def export_run(
     task = task_of(model)
     if jit_compile and not task.compiles_search:
         raise SystemExit(
-            f"error: --jit-compile compiles a search; {model_path} holds a {type(model).__name__}"
+            f"error: --export-jit-compile compiles a search; {model_path} holds a "
+            f"{type(model).__name__}"
         )
     tokenizers = [tokenizer(side) for side in task.sides]
     arguments = task.export_arguments(config, files)
-    if beam_size is not None:
-        if "beam_size" not in arguments:
+    run_input_length, run_decoding_length = decoding_limits(config)
+    decodes = "beam_size" in arguments
+    if decodes:
+        arguments.update(
+            max_decoding_length=run_decoding_length, length_penalty=config.get("length_penalty")
+        )
+    given = {
+        "beam_size": beam_size,
+        "max_decoding_length": max_decoding_length,
+        "length_penalty": length_penalty,
+    }
+    for option, value in given.items():
+        if value is None:
+            continue
+        if not decodes:
             raise SystemExit(
-                f"error: --beam-size is for a model that decodes; {model_path} holds a "
-                f"{type(model).__name__}"
+                f"error: --{option.replace('_', '-')} is for a model that decodes; "
+                f"{model_path} holds a {type(model).__name__}"
             )
-        arguments["beam_size"] = beam_size
+        arguments[option] = value
     base = Path(base or config.get("export_dir") or files.serving)
     folder = export_model(
         model,
         base,
         name or config.get("export_name") or run_dir.name,
         *tokenizers,
-        max_length=config["max_length"],
+        max_input_length=run_input_length if max_input_length is None else max_input_length,
         version=version,
         overwrite=overwrite,
         config=config,

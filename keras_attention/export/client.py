@@ -8,21 +8,28 @@
 
 Both functions take the signature's inputs as a dict of columns, one value
 per text each (a list of strings for `text` / `prompt`, lists of ints for
-`beam_size` / `max_length`, of floats for `temperature` / `top_p`), and
+`beam_size` / `max_decoding_length`, of floats for `temperature` / `top_p`), and
 return its outputs as numpy arrays, so `predict_rest(...)` and
 `predict_grpc(...)` answer alike.
 """
 
 import argparse
 import json
+import sys
 import urllib.error
 import urllib.request
 
 import numpy as np
 
+from keras_attention.renamed_flags import warn_of_renamed_flags
+
 REST_PORT, GRPC_PORT = 8501, 8500
 # The signature that takes per-request options, by the name of the text input.
 OPTIONS_SIGNATURES = {"text": "translate_with_options", "prompt": "complete_with_options"}
+# The options signatures' length input; exports made before its rename call it
+# `max_length`.
+LENGTH_INPUTS = ("max_decoding_length", "max_length")
+RENAMED_FLAGS = {"--max-length": "--max-decoding-length"}
 
 
 def predict_rest(
@@ -208,8 +215,8 @@ def main(argv=None):
     parser.add_argument("--grpc", help="gRPC host:port (used instead of REST when given)")
     parser.add_argument(
         "--signature",
-        help="signature name (default: serving_default, or with --beam-size or --max-length "
-        "the options signature, translate_with_options or complete_with_options)",
+        help="signature name (default: serving_default, or with --beam-size the options "
+        "signature, translate_with_options or complete_with_options)",
     )
     parser.add_argument(
         "--input",
@@ -217,14 +224,18 @@ def main(argv=None):
         "metadata: text for translators and classifiers, prompt for language models)",
     )
     parser.add_argument(
-        "--beam-size", type=int, help="beam size (default: the export's; with --max-length, needed)"
+        "--beam-size",
+        type=int,
+        help="beam size (default: the export's; with --max-decoding-length, needed)",
     )
     parser.add_argument(
-        "--max-length",
+        "--max-decoding-length",
+        "--max-length",  # its name before (RENAMED_FLAGS)
+        dest="max_decoding_length",
         type=int,
-        help="most tokens generated, up to the export's max_length (default: that, sent as "
-        "0; exports made before limits were checked read 0 as 1, so give those "
-        "--max-length); with --beam-size or --temperature",
+        help="most tokens generated, up to the export's max_decoding_length (default: that, "
+        "sent as 0; exports made before limits were checked read 0 as 1, so give those "
+        "--max-decoding-length); with --beam-size or --temperature",
     )
     sampling = parser.add_argument_group(
         "sampling (a language model's complete_by_sampling signature)"
@@ -235,9 +246,11 @@ def main(argv=None):
     sampling.add_argument("--seed", type=int, default=0, help="the same seed, the same text")
     parser.add_argument("--version", type=int, help="model version (default: the latest)")
     args = parser.parse_args(argv)
-    if args.max_length is not None and args.beam_size is None and args.temperature is None:
+    warn_of_renamed_flags(sys.argv[1:] if argv is None else argv, RENAMED_FLAGS)
+    if args.max_decoding_length is not None and args.beam_size is None and args.temperature is None:
         parser.error(
-            "--max-length needs --beam-size (or --temperature): the options signature takes "
+            "--max-decoding-length needs --beam-size (or --temperature): the options "
+            "signature takes "
             "both, and the export's own beam size is not in its metadata (it is in "
             "metadata.json beside the export)"
         )
@@ -250,9 +263,9 @@ def main(argv=None):
         raise SystemExit(f"error: {error}") from None
 
     inputs = {args.input: args.texts}
+    n = len(args.texts)
+    length = [args.max_decoding_length or 0] * n  # 0: the export's own
     if args.temperature is not None:
-        n = len(args.texts)
-        inputs["max_length"] = [args.max_length or 0] * n  # 0: the export's own
         inputs["temperature"] = [args.temperature] * n
         inputs["top_k"] = [args.top_k] * n
         inputs["top_p"] = [args.top_p] * n
@@ -261,12 +274,15 @@ def main(argv=None):
     elif args.beam_size is not None:
         # The options signature takes both, one value per text (a length
         # of 0 is the export's own; one over it is refused by name).
-        inputs["beam_size"] = [args.beam_size] * len(args.texts)
-        inputs["max_length"] = [args.max_length or 0] * len(args.texts)
+        inputs["beam_size"] = [args.beam_size] * n
         options_signature = OPTIONS_SIGNATURES.get(args.input, "translate_with_options")
         args.signature = args.signature or options_signature
     args.signature = args.signature or "serving_default"
     try:
+        if args.temperature is not None or args.beam_size is not None:
+            # The length input by the name this export gives it.
+            names = input_names(args.model, args.signature, args.rest, args.grpc, args.version)
+            inputs.update({name: length for name in LENGTH_INPUTS if name in names})
         if args.grpc:
             outputs = predict_grpc(inputs, args.model, args.grpc, args.signature, args.version)
         else:

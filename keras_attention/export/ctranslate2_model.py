@@ -104,7 +104,7 @@ def position_table(model, num_positions=DEFAULT_POSITIONS):
     """Our positions 0 .. num_positions - 1 added to the embeddings,
     `[P, D]`: the sinusoids, or a learned table (its own length)."""
     layer = model.positional_encoding
-    num_positions = getattr(layer, "max_length", None) or num_positions
+    num_positions = getattr(layer, "max_position_embeddings", None) or num_positions
     zeros = ops.zeros((1, num_positions, model.model_dim))
     return _numpy(layer(zeros))[0]
 

@@ -39,7 +39,8 @@ What the options count and mean: `keras_attention.decoding.generate`
 (with the prompt in the result, `max_length` and `min_length` count its
 tokens after the start token, as CTranslate2's do). A prompt is tokenized
 as the export's other signatures tokenize it (the start token first where
-the model's prompts have one) and cut to the export's `max_length` tokens.
+the model's prompts have one) and cut to the export's `max_input_length`
+tokens.
 A model with learned positions stops where they end. An empty prompt of a
 model whose prompts have no start token (GPT-2's) has no token to start
 from: its result is "", scored 0 (CTranslate2 refuses it). Out-of-range
@@ -100,11 +101,11 @@ def defaults():
     }
 
 
-def prompt_ids(tokenizer, texts, max_length):
+def prompt_ids(tokenizer, texts, max_input_length):
     """Strings `[B]` -> prompt ids `[B, P]`, right-padded with 0: the start
-    id first where the model's prompts have one, then at most `max_length`
+    id first where the model's prompts have one, then at most `max_input_length`
     of the text's ids."""
-    ids = token_ids(tokenizer, texts, max_length)
+    ids = token_ids(tokenizer, texts, max_input_length)
     if not prompt_starts(tokenizer):
         return ids
     start = tf.fill([tf.shape(ids)[0], 1], START_ID)
@@ -115,7 +116,7 @@ def generate_batch(model, tokenizer, prompt_limit):
     """The signature's `tf.function`, for `tf.saved_model.save`.
     `prompt_limit`: the most tokens of a prompt's text that are read."""
     vocabulary = tf.constant(tokenizer.vocabulary)
-    positions = model.max_length  # learned positions end; None: they do not
+    positions = model.max_position_embeddings  # learned positions end; None: they do not
 
     def sequence_ids(texts):
         """Strings `[n]` -> ids `[n, M]`, 0-padded, no end id."""

@@ -11,18 +11,19 @@ Every input and output is batch-major, its first dimension the batch, so
 TF Serving's server-side batching can concatenate requests. `serving_default`
 takes only the texts and decodes with the beam size and length fixed at
 export (a graph specialised to them). Per-request options (`beam_size`,
-`max_length`) are `[B]` inputs of a second signature,
+`max_decoding_length`) are `[B]` inputs of a second signature,
 `translate_with_options` or `complete_with_options`: the rows that ask for
 the same options are decoded together, each group on its own, so a row's
 answer does not depend on the other rows of a batch.
 
 No text a client can send is an error inside the graph: bytes that are not
-UTF-8 are repaired (U+FFFD), texts longer than `max_length` tokens are
-truncated (as CTranslate2 cuts them at its `max_input_length`), and an
+UTF-8 are repaired (U+FFFD), texts longer than the export's
+`max_input_length` tokens are truncated (as CTranslate2 cuts them), and an
 empty text or an empty batch gets a well-formed answer. Options out of
 range fail the request with an InvalidArgument error that names the
 option, its limit and the row: a `beam_size` outside 1 .. `MAX_BEAM_SIZE`,
-a `max_length` outside 1 .. the export's (0 asks for the export's own),
+a `max_decoding_length` outside 1 .. the export's (0 asks for the
+export's own),
 and in `translate_batch` and `generate_batch` every option
 (`translate_batch.check_options`). Every sampling option has a meaning
 for every value (see `LanguageModelServer`).
@@ -62,19 +63,20 @@ def token_strings(vocabulary, ids):
     return tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
 
 
-def within_limits(signature, beam_size, max_length, max_length_limit):
-    """A `*_with_options` request's `beam_size` and `max_length` (`[B]`;
-    None where the signature has no such input) with a `max_length` of 0
-    read as the export's own (`max_length_limit`), and the ops that fail
-    the request, naming the limit, where a value is out of range."""
-    max_length = tf.where(max_length == 0, max_length_limit, max_length)
+def within_limits(signature, beam_size, max_decoding_length, decoding_limit):
+    """A `*_with_options` request's `beam_size` and `max_decoding_length`
+    (`[B]`; None where the signature has no such input) with a
+    `max_decoding_length` of 0 read as the export's own (`decoding_limit`),
+    and the ops that fail the request, naming the limit, where a value is
+    out of range."""
+    length = tf.where(max_decoding_length == 0, decoding_limit, max_decoding_length)
     checks = [
         translate_batch.refuse_unless(
-            (max_length >= 1) & (max_length <= max_length_limit),
+            (length >= 1) & (length <= decoding_limit),
             signature,
-            "max_length",
-            max_length,
-            f"from 1 to {max_length_limit} (the max_length of the export; 0 asks for it)",
+            "max_decoding_length",
+            length,
+            f"from 1 to {decoding_limit} (the max_decoding_length of the export; 0 asks for it)",
         )
     ]
     if beam_size is not None:
@@ -87,7 +89,7 @@ def within_limits(signature, beam_size, max_length, max_length_limit):
                 f"from 1 to {MAX_BEAM_SIZE}",
             )
         )
-    return max_length, checks
+    return length, checks
 
 
 def check_per_row(texts, options):
@@ -123,8 +125,8 @@ def decode_by_options(texts, options, decode):
 
 def tokenize_signature(tokenizer):
     """The `tokenize` signature: `text` `[B]` -> `tokens` `[B, S]` (each
-    text's tokens, "" for padding; the model reads the first `max_length`)
-    and their number, `length` `[B]`, what a `Translator` or `Generator`
+    text's tokens, "" for padding; the model reads the first
+    `max_input_length`) and their number, `length` `[B]`, what a `Translator` or `Generator`
     cuts batches of tokens by."""
     vocabulary = tf.constant(tokenizer.vocabulary)
 
@@ -208,15 +210,17 @@ class TranslationServer(Server):
       `target_tokens` `[B, T]` ("" for padding) and `attention`
       `[B, H, T, S]`, the last decoder layer's cross-attention weights per
       head (H = 1 for the RNN): row t is what output token t attended to.
-    - `translate_with_options`: `text`, `beam_size` and `max_length`, all
-      `[B]` -> `translation` `[B]`, each row with its own options.
+    - `translate_with_options`: `text`, `beam_size` and
+      `max_decoding_length`, all `[B]` -> `translation` `[B]`, each row
+      with its own options.
     - `translate_batch` and `score_batch`: CTranslate2's
       (`keras_attention.export.translate_batch`).
     - `tokenize`: `text` `[B]` -> `tokens` `[B, S]` (each text's source
-      tokens, "" for padding; the model reads the first `max_length`) and
-      their number, `length` `[B]` (what a `Translator` cuts batches of
-      tokens by, and what `python -m keras_attention.translate` warns of
-      when it is over `max_length`).
+      tokens, "" for padding; the model reads the first
+      `max_input_length`) and their number, `length` `[B]` (what a
+      `Translator` cuts batches of tokens by, and what `python -m
+      keras_attention.translate` warns of when it is over
+      `max_input_length`).
 
     With `jit_compile=True` the search with the export's beam size and
     maximum length (every signature's, and `translate_with_options`' rows
@@ -229,36 +233,53 @@ class TranslationServer(Server):
     text_input = "text"
 
     def __init__(
-        self, model, source_tokenizer, target_tokenizer, max_length, beam_size=1, jit_compile=False
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        max_input_length,
+        max_decoding_length,
+        beam_size=1,
+        jit_compile=False,
+        length_penalty=None,
     ):
         source_vocabulary = tf.constant(source_tokenizer.vocabulary)
         target_vocabulary = tf.constant(target_tokenizer.vocabulary)
-        # (The options signature's inputs take the names `beam_size` and `max_length`.)
-        max_length_limit, export_beam_size = max_length, beam_size
-        buckets = length_buckets(max_length)
+        # (The options signature's inputs take the names `beam_size` and
+        # `max_decoding_length`: the export's are these.)
+        input_limit, decoding_limit, export_beam_size = (
+            max_input_length,
+            max_decoding_length,
+            beam_size,
+        )
+        penalty = {} if length_penalty is None else {"length_penalty": length_penalty}
+        buckets = length_buckets(input_limit)
         self.option_inputs = {
-            "translate_with_options": {"beam_size": beam_size, "max_length": max_length},
+            "translate_with_options": {
+                "beam_size": beam_size,
+                "max_decoding_length": decoding_limit,
+            },
             "translate_batch": translate_batch.defaults(),
             "score_batch": {"target": ""},
         }
         self.text_inputs = {"score_batch": "source"}
 
-        def search(source_ids, beam_size, max_length):
-            return beam_search(model, source_ids, max_length, beam_size=beam_size)[0]
+        def search(source_ids, beams, length):
+            return beam_search(model, source_ids, length, beam_size=beams, **penalty)[0]
 
         @tf.function(jit_compile=True)
         def compiled_search(source_ids):
-            return search(source_ids, beam_size, max_length)
+            return search(source_ids, export_beam_size, decoding_limit)
 
         @tf.function  # traced once, shared by the signatures that use it
         def export_search(source_ids):
             """The search with the export's options: under XLA if asked."""
             if jit_compile:
                 return compiled_search(pad_to_bucket(source_ids, buckets))
-            return search(source_ids, beam_size, max_length)
+            return search(source_ids, export_beam_size, decoding_limit)
 
         def translate(text):
-            source_ids = token_ids(source_tokenizer, text, max_length_limit)
+            source_ids = token_ids(source_tokenizer, text, input_limit)
             return source_ids, export_search(source_ids)
 
         @tf.function(input_signature=[TEXTS])
@@ -279,24 +300,24 @@ class TranslationServer(Server):
             }
 
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
-        def translate_with_options(text, beam_size, max_length):
+        def translate_with_options(text, beam_size, max_decoding_length):
             def translate_group(text, options):
                 beams, length = options[0], options[1]
-                source_ids = token_ids(source_tokenizer, text, max_length_limit)
+                source_ids = token_ids(source_tokenizer, text, input_limit)
                 if not jit_compile:
                     return target_tokenizer.detokenize(search(source_ids, beams, length))
                 output_ids = tf.cond(
-                    (beams == export_beam_size) & (length == max_length_limit),
+                    (beams == export_beam_size) & (length == decoding_limit),
                     lambda: export_search(source_ids),
                     lambda: search(source_ids, beams, length),
                 )
                 return target_tokenizer.detokenize(output_ids)
 
-            max_length, checks = within_limits(
-                "translate_with_options", beam_size, max_length, max_length_limit
+            length, checks = within_limits(
+                "translate_with_options", beam_size, max_decoding_length, decoding_limit
             )
             with tf.control_dependencies(checks):
-                translation = decode_by_options(text, [beam_size, max_length], translate_group)
+                translation = decode_by_options(text, [beam_size, length], translate_group)
             return {"translation": translation}
 
         super().__init__(
@@ -306,10 +327,10 @@ class TranslationServer(Server):
                 "translate_with_attention": translate_with_attention,
                 "translate_with_options": translate_with_options,
                 "translate_batch": translate_batch.translate_batch(
-                    model, source_tokenizer, target_tokenizer, max_length_limit, jit_compile
+                    model, source_tokenizer, target_tokenizer, input_limit, jit_compile
                 ),
                 "score_batch": translate_batch.score_batch(
-                    model, source_tokenizer, target_tokenizer, max_length_limit
+                    model, source_tokenizer, target_tokenizer, input_limit
                 ),
                 "tokenize": tokenize_signature(source_tokenizer),
             },
@@ -331,7 +352,7 @@ class ClassificationServer(Server):
     text_input = "text"
     server_name = "classification_server"
 
-    def __init__(self, model, tokenizer, max_length, label_names):
+    def __init__(self, model, tokenizer, max_input_length, label_names):
         names = tf.constant([str(name) for name in label_names])
 
         def classify(ids):
@@ -345,7 +366,7 @@ class ClassificationServer(Server):
 
         @tf.function(input_signature=[TEXTS])
         def serving_default(text):
-            return classify(token_ids(tokenizer, text, max_length))
+            return classify(token_ids(tokenizer, text, max_input_length))
 
         signatures = {"serving_default": serving_default}
         if hasattr(tokenizer, "tokenize_pairs"):
@@ -366,9 +387,10 @@ class LanguageModelServer(Server):
     - `serving_default`: `prompt` `[B]` -> `completion` `[B]`, the text
       generated after each prompt, with the export's beam size (1: greedy)
       and maximum length;
-    - `complete_with_options`: `prompt`, `beam_size` and `max_length`, all
-      `[B]` -> `completion` `[B]`, each row with its own options;
-    - `complete_by_sampling`: `prompt`, `max_length`, `temperature`,
+    - `complete_with_options`: `prompt`, `beam_size` and
+      `max_decoding_length`, all `[B]` -> `completion` `[B]`, each row
+      with its own options;
+    - `complete_by_sampling`: `prompt`, `max_decoding_length`, `temperature`,
       `top_k`, `top_p` and `seed`, all `[B]` -> `completion` `[B]`: each
       row sampled with its own options from its own seed (the same seed,
       the same completion, whatever else is in the batch). `temperature`
@@ -389,39 +411,54 @@ class LanguageModelServer(Server):
     text_input = "prompt"
     server_name = "language_model_server"
 
-    def __init__(self, model, tokenizer, max_length, beam_size=1, jit_compile=False):
-        max_length_limit, export_beam_size = max_length, beam_size
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_input_length,
+        max_decoding_length,
+        beam_size=1,
+        jit_compile=False,
+        length_penalty=None,
+    ):
+        decoding_limit, export_beam_size = max_decoding_length, beam_size
+        penalty = {} if length_penalty is None else {"length_penalty": length_penalty}
         # Learned positions end somewhere: <s>, the prompt and what is
-        # generated must fit in the model's `max_length` positions.
-        positions = model.max_length
+        # generated must fit in the model's `max_position_embeddings`.
+        positions = model.max_position_embeddings
         if jit_compile and positions is not None:
             raise ValueError(
                 "`jit_compile=True` needs a language model whose positions do not end "
                 f"(rotary, ALiBi, sinusoidal); this one learned {positions} positions"
             )
-        prompt_limit = max_length if positions is None else min(max_length, positions - 2)
+        prompt_limit = (
+            max_input_length if positions is None else min(max_input_length, positions - 2)
+        )
         buckets = length_buckets(prompt_limit + 1)  # <s> and the prompt
         self.option_inputs = {
-            "complete_with_options": {"beam_size": beam_size, "max_length": max_length},
+            "complete_with_options": {
+                "beam_size": beam_size,
+                "max_decoding_length": decoding_limit,
+            },
             "complete_by_sampling": {
-                "max_length": max_length,
+                "max_decoding_length": decoding_limit,
                 "temperature": 1.0,
                 "top_k": 0,
                 "top_p": 1.0,
                 "seed": 0,
             },
             # CTranslate2's defaults, but the export's length: a short warm-up.
-            "generate_batch": generate_batch.defaults() | {"max_length": max_length},
+            "generate_batch": generate_batch.defaults() | {"max_length": decoding_limit},
             "score_batch": {},
             "tokenize": {},
         }
         self.text_inputs = {"score_batch": "text", "tokenize": "text"}
 
-        def complete(prompt, max_length, decode):
+        def complete(prompt, length, decode):
             """`decode(prompt ids [B, P], new tokens per row [B])` -> ids."""
             prompt_ids = generate_batch.prompt_ids(tokenizer, prompt, prompt_limit)
             prompt_length = tf.reduce_sum(tf.cast(prompt_ids != PAD_ID, tf.int32), axis=1)
-            new_tokens = max_length + tf.zeros_like(prompt_length)  # [B]
+            new_tokens = length + tf.zeros_like(prompt_length)  # [B]
             if positions is not None:
                 # Each row's own room, so the answer does not depend on the
                 # longest prompt of the batch.
@@ -434,15 +471,17 @@ class LanguageModelServer(Server):
 
         def search(beam_size):
             def decode(prompt_ids, new_tokens):
-                return beam_search(model, prompt_ids, new_tokens, beam_size=beam_size)[0]
+                return beam_search(model, prompt_ids, new_tokens, beam_size=beam_size, **penalty)[0]
 
             return decode
 
         @tf.function(jit_compile=True)
         def compiled_search(prompt_ids):
-            # Every row may take the export's `max_length` (positions do
-            # not end), a number XLA compiles into the program.
-            return beam_search(model, prompt_ids, max_length, beam_size=beam_size)[0]
+            # Every row may take the export's `max_decoding_length`
+            # (positions do not end), a number XLA compiles into the program.
+            return beam_search(
+                model, prompt_ids, decoding_limit, beam_size=export_beam_size, **penalty
+            )[0]
 
         @tf.function  # traced once, shared by the signatures that use it
         def export_search(prompt_ids, new_tokens):
@@ -453,10 +492,10 @@ class LanguageModelServer(Server):
 
         @tf.function(input_signature=[TEXTS])
         def serving_default(prompt):
-            return {"completion": complete(prompt, max_length, export_search)}
+            return {"completion": complete(prompt, decoding_limit, export_search)}
 
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
-        def complete_with_options(prompt, beam_size, max_length):
+        def complete_with_options(prompt, beam_size, max_decoding_length):
             def complete_group(prompt, options):
                 beams, length = options[0], options[1]
                 if not jit_compile:
@@ -464,18 +503,18 @@ class LanguageModelServer(Server):
 
                 def decode(prompt_ids, new_tokens):
                     return tf.cond(
-                        (beams == export_beam_size) & (length == max_length_limit),
+                        (beams == export_beam_size) & (length == decoding_limit),
                         lambda: export_search(prompt_ids, new_tokens),
                         lambda: search(beams)(prompt_ids, new_tokens),
                     )
 
                 return complete(prompt, length, decode)
 
-            max_length, checks = within_limits(
-                "complete_with_options", beam_size, max_length, max_length_limit
+            length, checks = within_limits(
+                "complete_with_options", beam_size, max_decoding_length, decoding_limit
             )
             with tf.control_dependencies(checks):
-                completion = decode_by_options(prompt, [beam_size, max_length], complete_group)
+                completion = decode_by_options(prompt, [beam_size, length], complete_group)
             return {"completion": completion}
 
         @tf.function(
@@ -488,20 +527,20 @@ class LanguageModelServer(Server):
                 PER_ROW_INT,
             ]
         )
-        def complete_by_sampling(prompt, max_length, temperature, top_k, top_p, seed):
+        def complete_by_sampling(prompt, max_decoding_length, temperature, top_k, top_p, seed):
             options = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
-            check_per_row(prompt, [max_length, *options.values()])
+            check_per_row(prompt, [max_decoding_length, *options.values()])
 
             def sample_rows(prompt_ids, new_tokens):
                 # One value per row each: no grouping needed, every row
                 # samples from its own seed with its own filters.
                 return sample(model, prompt_ids, new_tokens, **options)
 
-            max_length, checks = within_limits(
-                "complete_by_sampling", None, max_length, max_length_limit
+            length, checks = within_limits(
+                "complete_by_sampling", None, max_decoding_length, decoding_limit
             )
             with tf.control_dependencies(checks):
-                completion = complete(prompt, max_length, sample_rows)
+                completion = complete(prompt, length, sample_rows)
             return {"completion": completion}
 
         super().__init__(
@@ -520,7 +559,15 @@ class LanguageModelServer(Server):
 
 
 def make_server(
-    model, tokenizer, target_tokenizer, max_length, beam_size, label_names, jit_compile=False
+    model,
+    tokenizer,
+    target_tokenizer,
+    max_input_length,
+    max_decoding_length,
+    beam_size,
+    label_names,
+    jit_compile=False,
+    length_penalty=None,
 ):
     """The server for the model's task (`keras_attention.tasks`)."""
     task = task_of(model)
@@ -529,4 +576,13 @@ def make_server(
     tokenizers = dict(
         zip(task.sides, (tokenizer, target_tokenizer)[: len(task.sides)], strict=True)
     )
-    return task.server(model, tokenizers, max_length, beam_size, label_names, jit_compile)
+    return task.server(
+        model,
+        tokenizers,
+        max_input_length,
+        max_decoding_length,
+        beam_size=beam_size,
+        label_names=label_names,
+        jit_compile=jit_compile,
+        length_penalty=length_penalty,
+    )

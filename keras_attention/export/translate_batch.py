@@ -6,7 +6,7 @@ option a `[B]` input; and its `score_batch`.
 `[B, T]` (each target's tokens and `</s>`, "" padded), `log_probs` float32
 `[B, T]` (each token's log-probability, 0 at padding) and `log_prob` `[B]`
 (their sum), as CTranslate2 scores: the end token included, no length
-penalty. Sources are cut to the export's `max_length` tokens, targets to
+penalty. Sources are cut to the export's `max_input_length` tokens, targets to
 `MAX_DECODING_LENGTH`.
 
 Inputs (B texts; every option one value per text):
@@ -55,7 +55,7 @@ row whose options are out of range (a beam size outside 1 to
 outside 1 to `MAX_DECODING_LENGTH` or below the minimum, a repetition
 penalty <= 0, a negative patience, n-gram size or minimum) fails the
 request with an InvalidArgument error that names the option, the row and
-its value. Source texts are cut to the export's `max_length` tokens, as in
+its value. Source texts are cut to the export's `max_input_length` tokens, as in
 the other signatures.
 """
 

@@ -3,19 +3,21 @@ import math
 import keras
 from keras import ops
 
-from keras_attention.utils import check_choice, check_positive_int
+from keras_attention.saving import build_from_config
+from keras_attention.utils import check_choice, check_positive_int, renamed_argument
 
 LAYOUTS = ("interleaved", "halves")
 
 
-def check_length_fits(length, start_index, max_length):
-    """ValueError when a static `start_index + length` exceeds `max_length`."""
-    if max_length is None or length is None or not isinstance(start_index, int):
+def check_length_fits(length, start_index, max_position_embeddings):
+    """ValueError when a static `start_index + length` exceeds
+    `max_position_embeddings`."""
+    if max_position_embeddings is None or length is None or not isinstance(start_index, int):
         return
-    if start_index + length > max_length:
+    if start_index + length > max_position_embeddings:
         raise ValueError(
             f"The sequence (length {length}, start_index {start_index}) is longer "
-            f"than max_length={max_length}."
+            f"than max_position_embeddings={max_position_embeddings}."
         )
 
 
@@ -29,8 +31,10 @@ class PositionalEncoding(keras.layers.Layer):
     Nothing is learned and nothing is stored, so any length works.
 
     Args:
-        max_length: optional int; when given, a static sequence longer than
-            this raises `ValueError`. Default None (no limit).
+        max_position_embeddings: optional int, the most positions; when
+            given, a static sequence that ends past it raises `ValueError`.
+            Default None (no limit). (Its name before was `max_length`: that
+            still works for one release, with a `FutureWarning`.)
         layout: `"interleaved"` (the paper's: sines at even dimensions,
             cosines at odd ones) or `"halves"` (the same sines in the first
             half of the vector and the cosines in the second, as tensor2tensor
@@ -52,15 +56,20 @@ class PositionalEncoding(keras.layers.Layer):
     (1, 4, 6)
     """
 
-    def __init__(self, max_length=None, layout="interleaved", **kwargs):
+    def __init__(self, max_position_embeddings=None, layout="interleaved", **kwargs):
+        max_position_embeddings = renamed_argument(
+            kwargs, "max_position_embeddings", max_position_embeddings
+        )
         super().__init__(**kwargs)
-        self.max_length = check_positive_int("max_length", max_length, allow_none=True)
+        self.max_position_embeddings = check_positive_int(
+            "max_position_embeddings", max_position_embeddings, allow_none=True
+        )
         self.layout = check_choice("layout", layout, LAYOUTS)
         self.supports_masking = True
 
     def call(self, x, start_index=0):
         length, depth = x.shape[1], x.shape[-1]
-        check_length_fits(length, start_index, self.max_length)
+        check_length_fits(length, start_index, self.max_position_embeddings)
         positions = ops.cast(ops.arange(ops.shape(x)[1]) + start_index, "float32")  # [T]
         # 1 / 10000^(2i / d_model) for each pair i of a sine and a cosine:
         # dimensions (2i, 2i + 1) interleaved, (i, d_model / 2 + i) in halves.
@@ -77,8 +86,16 @@ class PositionalEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"max_length": self.max_length, "layout": self.layout})
+        config.update(
+            {"max_position_embeddings": self.max_position_embeddings, "layout": self.layout}
+        )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Files saved before the rename hold `max_length`: read as the new
+        # name, without a warning.
+        return build_from_config(cls, config, super().from_config)
 
     def compute_output_shape(self, x_shape):
         return tuple(x_shape)

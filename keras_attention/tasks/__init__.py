@@ -4,7 +4,7 @@ completing text lives here, once, and nowhere else compares task names.
     from keras_attention.tasks import task_of
     task = task_of(model)            # from the model's `task` attribute
     task.sides                       # its tokenizers: ("source", "target") or ("text",)
-    server = task.server(model, tokenizers, max_length=48)   # the export's signatures
+    server = task.server(model, tokenizers, max_input_length=48)  # the export's signatures
     answer = task.explore(explorer, ids)                     # the explorer's answer
 
 Each model of the zoo names its task (`Transformer.task == "translation"`).

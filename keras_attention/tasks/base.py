@@ -36,7 +36,15 @@ class Task:
         return {}
 
     def server(
-        self, model, tokenizers, max_length, beam_size=1, label_names=None, jit_compile=False
+        self,
+        model,
+        tokenizers,
+        max_input_length,
+        max_decoding_length=None,
+        beam_size=1,
+        label_names=None,
+        jit_compile=False,
+        length_penalty=None,
     ):
         """The export's `tf.Module` with its signatures (see
         `keras_attention.export.export_model` for the arguments);

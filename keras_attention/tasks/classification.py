@@ -16,7 +16,15 @@ class Classification(Task):
         return {"label_names": json.loads(files.labels.read_text())}
 
     def server(
-        self, model, tokenizers, max_length, beam_size=1, label_names=None, jit_compile=False
+        self,
+        model,
+        tokenizers,
+        max_input_length,
+        max_decoding_length=None,
+        beam_size=1,
+        label_names=None,
+        jit_compile=False,
+        length_penalty=None,
     ):
         from keras_attention.export.signatures import ClassificationServer
 
@@ -26,7 +34,7 @@ class Classification(Task):
                 f"A classifier with {model.num_classes} classes needs as many "
                 f"`label_names`. Received: label_names={label_names!r}"
             )
-        return ClassificationServer(model, tokenizers["text"], max_length, label_names)
+        return ClassificationServer(model, tokenizers["text"], max_input_length, label_names)
 
     def explore(self, explorer, ids, beam_size=None):
         logits = np.asarray(explorer.logits(ids))[0]

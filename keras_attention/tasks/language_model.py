@@ -20,16 +20,32 @@ class LanguageModeling(Task):
         return {"beam_size": config.get("beam_size") or 1}
 
     def server(
-        self, model, tokenizers, max_length, beam_size=1, label_names=None, jit_compile=False
+        self,
+        model,
+        tokenizers,
+        max_input_length,
+        max_decoding_length=None,
+        beam_size=1,
+        label_names=None,
+        jit_compile=False,
+        length_penalty=None,
     ):
         from keras_attention.export.signatures import LanguageModelServer
 
-        return LanguageModelServer(model, tokenizers["text"], max_length, beam_size, jit_compile)
+        return LanguageModelServer(
+            model,
+            tokenizers["text"],
+            max_input_length,
+            max_decoding_length or max_input_length,
+            beam_size,
+            jit_compile,
+            length_penalty,
+        )
 
     def explore(self, explorer, ids, beam_size=None):
         start = [START_ID] if prompt_starts(explorer.tokenizers["text"]) else []
         prompt = np.concatenate([start, ids[0][ids[0] != 0]])[None].astype("int32")
-        new_tokens = min(MAX_NEW_TOKENS, explorer.max_length - prompt.shape[1])
+        new_tokens = min(MAX_NEW_TOKENS, explorer.max_input_length - prompt.shape[1])
         sequence = prompt[0]
         if new_tokens > 0:
             output = np.asarray(explorer.search(1, new_tokens)(prompt))[0]

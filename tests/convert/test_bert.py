@@ -68,7 +68,7 @@ def test_logits_equal_hugging_faces(converted):
     for kind in ("text", "pair"):
         assert max(map(len, expected[f"{kind}_input_ids"])) == expected["max_length"] == 40
     assert run.label_names == ["negative", "neutral", "positive"]
-    assert run.config["tokenizer"] == "wordpiece" and run.config["max_length"] == 40
+    assert run.config["tokenizer"] == "wordpiece" and run.config["max_input_length"] == 40
 
 
 def test_a_bert_model_gets_a_new_head():
@@ -292,7 +292,7 @@ def test_the_explorer_opens_a_converted_bert(bert_run):
 
 
 def test_a_shorter_max_length_keeps_the_frame(converted):
-    """`with_max_length` (fine-tuning with a smaller --max-length): texts and
+    """`with_max_length` (fine-tuning with a smaller --max-input-length): texts and
     pairs still end with [SEP], within the new limit."""
     expected, _ = reference("bert")
     tokenizer = converted("bert").tokenizers["text"].with_max_length(8)

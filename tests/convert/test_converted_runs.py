@@ -44,11 +44,11 @@ def test_the_export_answers_with_hugging_faces_text(marian_run, tmp_path):
     # The export's defaults are generation_config.json's: 4 beams, and
     # max_length 32 counting the start token and the forced end token.
     metadata = json.loads((export / "assets.extra" / "keras_attention.json").read_text())
-    assert (metadata["beam_size"], metadata["max_length"]) == (4, 30)
+    assert (metadata["beam_size"], metadata["max_decoding_length"]) == (4, 30)
     request = {
         "text": np.array([t.encode() for t in texts], dtype=object),
         "beam_size": np.ones(len(texts), "int32"),
-        "max_length": np.zeros(len(texts), "int32"),  # 0: the run's own
+        "max_decoding_length": np.zeros(len(texts), "int32"),  # 0: the run's own
     }
     answers = ask_a_fresh_process({export: [("translate_with_options", request)]}, tmp_path)
     ours = [t.decode("utf-8") for t in answers[export]["answers"][0]["translation"]]
@@ -116,7 +116,7 @@ def test_a_language_models_export_completes_as_generate_does(name, tmp_path):
     request = {
         "prompt": np.array([t.encode() for t in texts], dtype=object),
         "beam_size": np.ones(len(texts), "int32"),
-        "max_length": np.full(len(texts), new_tokens, "int32"),
+        "max_decoding_length": np.full(len(texts), new_tokens, "int32"),
     }
     answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
     assert list(answers[export]["answers"][0]["completion"]) == completions
@@ -126,19 +126,23 @@ def test_a_language_models_xla_export_completes_as_generate_does(converted, tmp_
     """`jit_compile=True`: greedy with the export's length runs under XLA
     (prompts padded to a few lengths), in `serving_default` and in the
     options signature's rows that ask for it; other rows as a graph. (The
-    export's `max_length`, Hugging Face's 24 new tokens, also truncates
+    export's `max_input_length`, Hugging Face's 24 new tokens, truncates
     prompts: the prompts here are no longer.)"""
     llama = converted("llama")
     tokenizer = llama.tokenizers["text"]
     texts, completions, new_tokens = generate_completions("llama", tokenizer, longest=24)
     export = export_model(
-        llama.model, tmp_path, "xla", tokenizer, max_length=new_tokens, jit_compile=True
+        llama.model, tmp_path, "xla", tokenizer, max_input_length=new_tokens, jit_compile=True
     )
     prompts = np.array([t.encode() for t in texts], dtype=object)
     count = len(texts)
     # Odd rows ask for one token fewer: the graph's search, not XLA's.
     lengths = np.array([new_tokens - (i % 2) for i in range(count)], "int32")
-    options = {"prompt": prompts, "beam_size": np.ones(count, "int32"), "max_length": lengths}
+    options = {
+        "prompt": prompts,
+        "beam_size": np.ones(count, "int32"),
+        "max_decoding_length": lengths,
+    }
     spec = {
         str(export): [("serving_default", {"prompt": prompts}), ("complete_with_options", options)]
     }
@@ -162,7 +166,7 @@ def test_a_byte_level_bpe_models_export_completes_as_generate_does(name, tmp_pat
     request = {
         "prompt": np.array([t.encode() for t in texts], dtype=object),
         "beam_size": np.ones(len(texts), "int32"),
-        "max_length": np.full(len(texts), new_tokens, "int32"),
+        "max_decoding_length": np.full(len(texts), new_tokens, "int32"),
     }
     answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
     completions = [row["completion"].encode() for row in expected["greedy"]]

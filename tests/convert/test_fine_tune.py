@@ -75,7 +75,7 @@ def test_one_epoch_of_fine_tuning_lowers_a_language_models_validation_loss(name,
     validation = files["validation"].read_text("utf-8").splitlines()
     flags = ["--init-from", converted, "--train-file", files["train"]]
     flags += ["--validation-file", files["validation"], "--test-file", files["validation"]]
-    flags += ["--epochs", "1", "--max-length", "32", "--batch-size", "8", "--learning-rate"]
+    flags += ["--epochs", "1", "--max-input-length", "32", "--batch-size", "8", "--learning-rate"]
     flags += ["1e-3", "--no-export", "--output-dir", tmp_path / "tuned"]
     code, stdout, stderr = finish(run(list(map(str, flags)), recipe="language_model"))
     assert code == 0, stderr[-3000:]

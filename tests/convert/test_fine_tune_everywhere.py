@@ -180,7 +180,7 @@ def test_a_translator_fine_tuned_on_jax_exports_what_it_translated(files, tmp_pa
 def test_a_language_model_fine_tuned_on_jax_exports_what_it_completes(files, tmp_path):
     run_dir = tmp_path / "run"
     flags = ["--init-from", files["llama"], "--train-file", files["texts"], "--epochs", "1"]
-    flags += ["--max-length", "32", "--batch-size", "8", "--output-dir", run_dir]
+    flags += ["--max-input-length", "32", "--batch-size", "8", "--output-dir", run_dir]
     stdout = on_jax("language_model", flags)
     assert f"Fine-tuning {files['llama'] / 'model.keras'}" in stdout
     assert_trained(run_dir, files["llama"])
@@ -190,7 +190,7 @@ def test_a_language_model_fine_tuned_on_jax_exports_what_it_completes(files, tmp
     request = {
         "prompt": np.array([p.encode() for p in prompts], dtype=object),
         "beam_size": np.ones(len(prompts), "int32"),
-        "max_length": np.full(len(prompts), 8, "int32"),
+        "max_decoding_length": np.full(len(prompts), 8, "int32"),
     }
     answers = ask_a_fresh_process(
         {str(export_path): [("complete_with_options", request)]}, tmp_path

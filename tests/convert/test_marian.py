@@ -65,7 +65,7 @@ def test_greedy_and_beam_equal_generate(converted, name):
     run = converted(name)
     source, target = run.tokenizers["source"], run.tokenizers["target"]
     ids = source_ids(source, expected["texts"])
-    max_length = run.config["max_length"]
+    max_length = run.config["max_decoding_length"]
     greedy = decoding.greedy_search(run.model, ids, max_length)
     beams, scores = decoding.beam_search(
         run.model, ids, max_length, beam_size=4, length_penalty=0.0

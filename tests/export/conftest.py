@@ -47,7 +47,9 @@ def exports(tmp_path_factory):
     translator.fit(batches, epochs=4, verbose=0, shuffle=False)  # the batches are fixed
 
     def export_as(model, name, **kwargs):
-        return export.export_model(model, base, name, tokenizer, max_length=MAX_LENGTH, **kwargs)
+        return export.export_model(
+            model, base, name, tokenizer, max_input_length=MAX_LENGTH, **kwargs
+        )
 
     translator_v1 = export_as(
         translator, "reverse", target_tokenizer=tokenizer, beam_size=BEAM_SIZE
@@ -72,7 +74,7 @@ def exports(tmp_path_factory):
     language_model = build_transformer_lm(
         tokenizer.vocabulary_size,
         positions="learned",
-        max_length=2 * MAX_LENGTH,
+        max_position_embeddings=2 * MAX_LENGTH,
         num_key_value_heads=2,
         sliding_window=4,
         use_gate=True,

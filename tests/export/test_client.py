@@ -77,7 +77,11 @@ def test_per_request_options_in_the_column_and_row_formats(exports, server):
     columnar ("inputs") and row ("instances") REST formats and over gRPC."""
     rest, grpc = server
     beam_sizes, max_lengths = zip(*MIXED_OPTIONS, strict=True)
-    inputs = {"text": TEXTS, "beam_size": list(beam_sizes), "max_length": list(max_lengths)}
+    inputs = {
+        "text": TEXTS,
+        "beam_size": list(beam_sizes),
+        "max_decoding_length": list(max_lengths),
+    }
     expected = [
         decode_in_process(exports.translator, exports.tokenizer, [text], beam_size, max_length)[0]
         for text, (beam_size, max_length) in zip(TEXTS, MIXED_OPTIONS, strict=True)
@@ -217,9 +221,14 @@ def test_command_line(exports, server, capsys):
     client.main(["--model", "reverse", "--grpc", grpc, "--beam-size", str(BEAM_SIZE), *TEXTS])
     assert capsys.readouterr().out == f"translation: {expected}\n"
     (short,) = decode_in_process(exports.translator, exports.tokenizer, ["1234"], 1, 2)
-    client.main(
-        ["--model", "reverse", "--rest", rest, "--beam-size", "1", "--max-length", "2", "1234"]
-    )
+    length = ["--max-decoding-length", "2"]
+    client.main(["--model", "reverse", "--rest", rest, "--beam-size", "1", *length, "1234"])
+    assert capsys.readouterr().out == f"translation: {[short.decode()]}\n"
+    # Its name before still works, with a warning.
+    with pytest.warns(FutureWarning, match="--max-length is now --max-decoding-length"):
+        client.main(
+            ["--model", "reverse", "--rest", rest, "--beam-size", "1", "--max-length=2", "1234"]
+        )
     assert capsys.readouterr().out == f"translation: {[short.decode()]}\n"
     with pytest.raises(SystemExit, match="error: TF Serving at .* answered 404"):
         client.main(["--model", "nothing", "--rest", rest, "1"])
@@ -233,7 +242,7 @@ def test_command_line(exports, server, capsys):
         assert capsys.readouterr().out == f"completion: {[sampled]}\n"
     for api in ({"rest": rest}, {"grpc": grpc}):
         names = client.input_names("reverse", "translate_with_options", **api)
-        assert sorted(names) == ["beam_size", "max_length", "text"]
+        assert sorted(names) == ["beam_size", "max_decoding_length", "text"]
         with pytest.raises(RuntimeError, match="no signature 'translate_nothing'"):
             client.input_names("reverse", "translate_nothing", **api)
 
@@ -247,20 +256,20 @@ def test_options_over_the_export_s_limits_are_refused_by_name(server):
         (
             "reverse",
             "translate_with_options",
-            {"text": TEXTS[:2], "beam_size": [2, 2], "max_length": [3, MAX_LENGTH + 1]},
-            rf"`max_length` must be from 1 to {MAX_LENGTH} \(the max_length of the export; "
-            r"0 asks for it\); row\] \[1\] \[has\] \[11\]",
+            {"text": TEXTS[:2], "beam_size": [2, 2], "max_decoding_length": [3, MAX_LENGTH + 1]},
+            rf"`max_decoding_length` must be from 1 to {MAX_LENGTH} \(the max_decoding_length "
+            r"of the export; 0 asks for it\); row\] \[1\] \[has\] \[11\]",
         ),
         (
             "reverse",
             "translate_with_options",
-            {"text": TEXTS[:1], "beam_size": [17], "max_length": [3]},
+            {"text": TEXTS[:1], "beam_size": [17], "max_decoding_length": [3]},
             r"`beam_size` must be from 1 to 16; row\] \[0\] \[has\] \[17\]",
         ),
         (
             "lm",
             "complete_with_options",
-            {"prompt": TEXTS[:1], "beam_size": [0], "max_length": [3]},
+            {"prompt": TEXTS[:1], "beam_size": [0], "max_decoding_length": [3]},
             r"`beam_size` must be from 1 to 16; row\] \[0\] \[has\] \[0\]",
         ),
         (
@@ -270,7 +279,7 @@ def test_options_over_the_export_s_limits_are_refused_by_name(server):
                 name: np.asarray(values).tolist()  # (JSON for REST)
                 for name, values in sampling_inputs(TEXTS[:1], [(-1, 0.8, 0, 0.9, 7)]).items()
             },
-            r"`max_length` must be from 1 to 10 .*; row\] \[0\] \[has\] \[-1\]",
+            r"`max_decoding_length` must be from 1 to 10 .*; row\] \[0\] \[has\] \[-1\]",
         ),
     ]
     for model, signature, inputs, message in over:
@@ -281,9 +290,36 @@ def test_options_over_the_export_s_limits_are_refused_by_name(server):
 
 
 def test_the_command_line_refuses_a_length_without_a_beam_size(capsys):
-    """`--max-length` alone would leave the beam size to the client to guess
-    (the export's own is not in TF Serving's metadata): refused, before
-    any request."""
+    """`--max-decoding-length` alone would leave the beam size to the client
+    to guess (the export's own is not in TF Serving's metadata): refused,
+    before any request."""
     with pytest.raises(SystemExit):
-        client.main(["--model", "reverse", "--rest", "localhost:1", "--max-length", "4", "1"])
-    assert "--max-length needs --beam-size" in capsys.readouterr().err
+        client.main(
+            ["--model", "reverse", "--rest", "localhost:1", "--max-decoding-length", "4", "1"]
+        )
+    assert "--max-decoding-length needs --beam-size" in capsys.readouterr().err
+
+
+def test_the_client_sends_the_length_by_the_name_the_export_gives_it(monkeypatch, capsys):
+    """An export made before the rename calls the options signatures'
+    length `max_length`: the client reads the signature's inputs and sends
+    the length by the name it has there."""
+    sent = []
+
+    def predict(inputs, model, host, signature, version):
+        sent.append((signature, inputs))
+        return {"translation": np.array([b"x"], object)}
+
+    for names in (
+        ["beam_size", "max_decoding_length", "text"],
+        ["beam_size", "max_length", "text"],
+    ):
+        monkeypatch.setattr(client, "input_names", lambda *args, names=names: names)
+        monkeypatch.setattr(client, "predict_rest", predict)
+        arguments = ["--model", "m", "--input", "text", "--beam-size", "2"]
+        client.main([*arguments, "--max-decoding-length", "5", "1234"])
+        signature, inputs = sent.pop()
+        length_name = names[1]
+        assert signature == "translate_with_options"
+        assert inputs == {"text": ["1234"], "beam_size": [2], length_name: [5]}
+    assert capsys.readouterr().out == "translation: ['x']\n" * 2

@@ -1,8 +1,8 @@
 """`python -m keras_attention.export RUN --format ctranslate2`: the same
 weights in CTranslate2 translate as our model does, word for word, greedy
 and beam, post-norm and pre-norm. Beam search is compared with no length
-penalty: CTranslate2 divides a hypothesis's log-probability by
-length ** alpha, we by Wu et al.'s ((5 + length) / 6) ** alpha."""
+penalty: with one, CTranslate2 stops once beam_size hypotheses have
+finished, while `decoding.beam_search` searches on until none can win."""
 
 import subprocess
 import sys
@@ -162,7 +162,10 @@ def test_options_ctranslate2_cannot_hold_are_refused_by_name(option, tmp_path):
     [
         (["--quantization", "int4"], "a saved_model must be one of int8; got 'int4'"),
         (["--format", "ctranslate2", "--export-name", "x"], "--export-name is for --format saved_"),
-        (["--format", "ctranslate2", "--jit-compile"], "--jit-compile is for --format saved_model"),
+        (
+            ["--format", "ctranslate2", "--export-jit-compile"],
+            "--export-jit-compile is for --format saved_model",
+        ),
         (["--format", "ctranslate2", "--beam-size", "2"], "--beam-size is for --format saved_"),
         (["--format", "onnx"], "invalid choice: 'onnx'"),
     ],

@@ -66,7 +66,7 @@ def test_signatures_inputs_and_outputs(exports, served):
     default = signatures["serving_default"]
     assert default["inputs"] == ["text"] and default["outputs"] == ["translation"]
     options = signatures["translate_with_options"]
-    assert options["inputs"] == ["beam_size", "max_length", "text"]
+    assert options["inputs"] == ["beam_size", "max_decoding_length", "text"]
     assert options["outputs"] == ["translation"]
     assert signatures["translate_batch"]["inputs"] == sorted(
         ["text", *BATCH_OPTIONS, "return_attention", "replace_unknowns"]
@@ -93,9 +93,9 @@ def test_signatures_inputs_and_outputs(exports, served):
     assert classifier["outputs"] == ["label", "label_id", "probabilities"]
     lm = served[1][str(exports.language_model_path)]["signatures"]
     assert lm["serving_default"]["inputs"] == ["prompt"]
-    assert lm["complete_with_options"]["inputs"] == ["beam_size", "max_length", "prompt"]
+    assert lm["complete_with_options"]["inputs"] == ["beam_size", "max_decoding_length", "prompt"]
     assert lm["complete_by_sampling"]["inputs"] == [
-        "max_length",
+        "max_decoding_length",
         "prompt",
         "seed",
         "temperature",
@@ -428,7 +428,8 @@ def test_the_base_folder_lists_every_model_for_the_server(exports):
 def test_metadata_says_what_was_exported(exports):
     metadata = json.loads((exports.translator_v1 / export.METADATA_FILE).read_text())
     assert metadata["model"] == "Transformer"
-    assert metadata["max_length"] == MAX_LENGTH and metadata["beam_size"] == BEAM_SIZE
+    assert metadata["max_input_length"] == metadata["max_decoding_length"] == MAX_LENGTH
+    assert metadata["beam_size"] == BEAM_SIZE
     assert metadata["signatures"] == [
         "score_batch",
         "serving_default",
@@ -442,35 +443,63 @@ def test_metadata_says_what_was_exported(exports):
 def test_export_refuses_bad_arguments(exports, tmp_path):
     model, tokenizer = exports.translator, exports.tokenizer
     with pytest.raises(ValueError, match="target_tokenizer"):
-        export.export_model(model, tmp_path, "m", tokenizer, max_length=4)
-    with pytest.raises(ValueError, match="max_length"):
-        export.export_model(model, tmp_path, "m", tokenizer, tokenizer, max_length=0)
+        export.export_model(model, tmp_path, "m", tokenizer, max_input_length=4)
+    with pytest.raises(ValueError, match="max_input_length"):
+        export.export_model(model, tmp_path, "m", tokenizer, tokenizer, max_input_length=0)
+    with pytest.raises(ValueError, match="max_decoding_length=0"):
+        export.export_model(
+            model, tmp_path, "m", tokenizer, tokenizer, max_input_length=4, max_decoding_length=0
+        )
+    with pytest.raises(ValueError, match="length_penalty"):
+        export.export_model(
+            model, tmp_path, "m", tokenizer, tokenizer, max_input_length=4, length_penalty="1"
+        )
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_lenght'"):
+        export.export_model(model, tmp_path, "m", tokenizer, tokenizer, max_lenght=4)
     with pytest.raises(ValueError, match="beam_size"):
-        export.export_model(model, tmp_path, "m", tokenizer, tokenizer, max_length=4, beam_size=99)
+        export.export_model(
+            model, tmp_path, "m", tokenizer, tokenizer, max_input_length=4, beam_size=99
+        )
     with pytest.raises(ValueError, match="name"):
-        export.export_model(model, tmp_path, "a/b", tokenizer, tokenizer, max_length=4)
+        export.export_model(model, tmp_path, "a/b", tokenizer, tokenizer, max_input_length=4)
     with pytest.raises(ValueError, match="label_names"):
-        export.export_model(exports.classifier, tmp_path, "c", tokenizer, max_length=4)
+        export.export_model(exports.classifier, tmp_path, "c", tokenizer, max_input_length=4)
     with pytest.raises(ValueError, match="`jit_compile=True` is for translation and language"):
         export.export_model(
             exports.classifier,
             tmp_path,
             "c",
             tokenizer,
-            max_length=4,
+            max_input_length=4,
             label_names=exports.label_names,
             jit_compile=True,
         )
     # Learned positions: each prompt leaves its own room, not one XLA program.
     with pytest.raises(ValueError, match="whose positions do not end"):
         export.export_model(
-            exports.language_model, tmp_path, "l", tokenizer, max_length=4, jit_compile=True
+            exports.language_model, tmp_path, "l", tokenizer, max_input_length=4, jit_compile=True
         )
     with pytest.raises(FileExistsError, match="overwrite"):
         export.export_model(
-            model, exports.base, "reverse", tokenizer, tokenizer, max_length=4, version=1
+            model, exports.base, "reverse", tokenizer, tokenizer, max_input_length=4, version=1
         )
     assert not (tmp_path / "m").exists()
+
+
+def test_the_length_s_name_before_still_exports(exports, tmp_path):
+    """`export_model(max_length=)`, the name of `max_input_length` before,
+    works for one release with a warning, and sets both lengths as it did."""
+    with pytest.warns(FutureWarning, match="`max_length` is deprecated .* use `max_input_length`"):
+        version = export.export_model(
+            exports.classifier,
+            tmp_path,
+            "c",
+            exports.tokenizer,
+            max_length=4,
+            label_names=exports.label_names,
+        )
+    metadata = json.loads((version / export.METADATA_FILE).read_text())
+    assert (metadata["max_input_length"], metadata["max_decoding_length"]) == (4, 4)
 
 
 def search_in_process(exports, text, model, **options):

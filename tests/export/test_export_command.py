@@ -9,6 +9,7 @@ import sys
 import pytest
 import tensorflow as tf
 from export_helpers import (
+    MAX_LENGTH,
     as_bytes,
     ask_a_fresh_process,
     decode_in_process,
@@ -23,18 +24,23 @@ def test_a_run_exports_from_either_backend_quantized_and_compiled(exports, tmp_p
     """Started on JAX, the command runs itself again on TensorFlow (which a
     SavedModel needs): that second process is the same command as one
     started on TensorFlow, so this one run checks both. With another beam
-    size than the run's, `--quantization int8` (Keras's int8 weights kept
-    in the SavedModel) and `--jit-compile` (XLA compiles the search over
-    them): loaded as TF Serving loads it, the export answers at least 95%
-    of 400 held-out sources exactly as the float32 model does. (One export
-    checks all four: each takes most of a minute.)"""
+    size and another decoding length than the run's, `--quantization int8`
+    (Keras's int8 weights kept in the SavedModel) and `--export-jit-compile`
+    (XLA compiles the search over them): loaded as TF Serving loads it, the
+    export answers at least 95% of 400 held-out sources exactly as the
+    float32 model does. (One export checks them all: each takes most of a
+    minute. The run's config.json has the name of `--max-input-length`
+    before, `max_length`.)"""
     run = make_run(exports, tmp_path / "run")
     sources = [source for source, _ in reversal_pairs(400, seed=7)]
-    expected = decode_in_process(exports.translator, exports.tokenizer, sources, beam_size=3)
+    expected = decode_in_process(
+        exports.translator, exports.tokenizer, sources, beam_size=3, max_length=4
+    )
     result = subprocess.run(
         [sys.executable, "-m", "keras_attention.export", str(run / "model.keras")]
-        + ["--export-dir", str(tmp_path / "serving"), "--export-name", "from_jax", "--jit-compile"]
-        + ["--beam-size", "3", "--quantization", "int8"],
+        + ["--export-dir", str(tmp_path / "serving"), "--export-name", "from_jax"]
+        + ["--export-jit-compile", "--beam-size", "3", "--max-decoding-length", "4"]
+        + ["--quantization", "int8"],
         env={**os.environ, "KERAS_BACKEND": "jax"},
         capture_output=True,
         text=True,
@@ -50,6 +56,7 @@ def test_a_run_exports_from_either_backend_quantized_and_compiled(exports, tmp_p
     assert "from_jax" in (tmp_path / "serving" / "models.config").read_text()
     metadata = json.loads((version / export.METADATA_FILE).read_text())
     assert metadata["jit_compile"] is True and metadata["beam_size"] == 3
+    assert (metadata["max_input_length"], metadata["max_decoding_length"]) == (MAX_LENGTH, 4)
     assert metadata["quantization"] == "int8"
     checkpoint = tf.train.load_checkpoint(str(version / "variables" / "variables"))
     assert tf.int8 in checkpoint.get_variable_to_dtype_map().values()
@@ -93,7 +100,7 @@ def test_the_export_flags_are_the_recipes_and_the_names_before_still_work():
         args = parse_arguments(old)
     assert (args.export_dir, args.export_name, args.export_version) == ("b", "n", 3)
     assert args.overwrite_export
-    assert [str(w.message).split(",")[0] for w in warned] == [
+    assert [str(w.message).split(";")[0] for w in warned] == [
         "--base is now --export-dir",
         "--name is now --export-name",
         "--version is now --export-version",
@@ -102,3 +109,23 @@ def test_the_export_flags_are_the_recipes_and_the_names_before_still_work():
     with pytest.warns(FutureWarning, match="--output-dir is now --export-dir"):
         args = parse_arguments(["run", "--format", "ctranslate2", "--output-dir", "c"])
     assert args.export_dir == "c"
+    with pytest.warns(FutureWarning, match="--jit-compile is now --export-jit-compile"):
+        assert parse_arguments(["run", "--jit-compile"]).export_jit_compile
+
+
+def test_bad_decoding_flags_are_refused_by_name(exports, tmp_path, capsys):
+    """A bad `--max-decoding-length` or `--length-penalty` stops the
+    command with a message naming it, before anything is written; the
+    decoding flags are the SavedModel's only."""
+    from keras_attention.export.__main__ import main
+
+    run = make_run(exports, tmp_path / "run")
+    serving = ["--export-dir", str(tmp_path / "s")]
+    with pytest.raises(SystemExit, match="`max_decoding_length` must be a positive integer"):
+        main([str(run), "--max-decoding-length", "0", *serving])
+    with pytest.raises(SystemExit, match="`length_penalty` must be a number >= 0"):
+        main([str(run), "--length-penalty", "-1", *serving])
+    assert export.versions(tmp_path / "s" / "reverse") == []
+    with pytest.raises(SystemExit):
+        main([str(run), "--format", "ctranslate2", "--max-decoding-length", "4"])
+    assert "--max-decoding-length is for --format saved_model" in capsys.readouterr().err

@@ -393,7 +393,7 @@ def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
     outputs = signature(tf.constant(texts), *inputs.values(), tf.constant([[""]] * 3))
     assert outputs["sequences"].numpy()[0, 0] == b"" and outputs["scores"].numpy()[0, 0] == 0
     ids = prompt_ids(tokenizer, tf.constant(texts[1:]), 64)
-    limits = np.array([MAX_LENGTH, model.max_length - 1], "int32")
+    limits = np.array([MAX_LENGTH, model.max_position_embeddings - 1], "int32")
     expected, scores = decoding.generate(
         model, ids, decoding.DecodingOptions.generation(max_length=limits)
     )

@@ -25,7 +25,7 @@ OPTIONS = st.tuples(
 )
 OPTION_INPUTS = {
     "beam_size": tf.int32,
-    "max_length": tf.int32,
+    "max_decoding_length": tf.int32,
     "temperature": tf.float32,
     "top_k": tf.int32,
     "top_p": tf.float32,

@@ -24,7 +24,7 @@ def test_layer_contract(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 7, 6)).astype("float32")
     run_layer_test(
         PositionalEncoding,
-        {"max_length": 16},
+        {"max_position_embeddings": 16},
         {"x": x},
         expected_shape=(2, 7, 6),
         tmp_path=tmp_path,
@@ -60,10 +60,30 @@ def test_implicit_mask_flows_through_to_attention():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="max_length=0"):
-        PositionalEncoding(max_length=0)
-    with pytest.raises(ValueError, match="max_length=4"):
-        PositionalEncoding(max_length=4)(np.zeros((1, 5, 2), "float32"))
+    with pytest.raises(ValueError, match="max_position_embeddings=0"):
+        PositionalEncoding(max_position_embeddings=0)
+    with pytest.raises(ValueError, match="max_position_embeddings=4"):
+        PositionalEncoding(max_position_embeddings=4)(np.zeros((1, 5, 2), "float32"))
+
+
+def test_max_length_is_the_old_name_of_max_position_embeddings():
+    """`max_length` works for one release, with a FutureWarning naming the
+    new name; both at once are refused; a config saved with the old key
+    loads without a warning."""
+    import warnings
+
+    with pytest.warns(FutureWarning, match="`max_length` is deprecated.*`max_position_embeddings`"):
+        layer = PositionalEncoding(max_length=6)
+    assert layer.max_position_embeddings == 6
+    config = layer.get_config()
+    assert config["max_position_embeddings"] == 6 and "max_length" not in config
+    with pytest.raises(TypeError, match="`max_position_embeddings`.*`max_length`"):
+        PositionalEncoding(max_position_embeddings=6, max_length=6)
+    old_config = {key: value for key, value in config.items() if key != "max_position_embeddings"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reloaded = PositionalEncoding.from_config({**old_config, "max_length": 5})
+    assert reloaded.max_position_embeddings == 5
 
 
 def halves_encoding(length, depth, start=0):

@@ -54,6 +54,7 @@ def test_files_saved_before_the_rename_to_sliding_window_load_and_answer_alike(n
 
     reference = np.load(FIXTURES / "saved_models.npz")
     with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
         warnings.simplefilter("error", DeprecationWarning)
         model = keras.saving.load_model(FIXTURES / f"{name}.keras")
     ids = reference["ids"]
@@ -66,15 +67,77 @@ def test_files_saved_before_the_rename_to_sliding_window_load_and_answer_alike(n
 def test_window_size_still_works_for_a_release_with_a_warning():
     from keras_attention.layers import MultiHeadSelfAttention, TransformerBlock
 
-    with pytest.warns(DeprecationWarning, match="`window_size` is deprecated.*`sliding_window`"):
+    with pytest.warns(FutureWarning, match="`window_size` is deprecated.*`sliding_window`"):
         layer = MultiHeadSelfAttention(num_heads=2, window_size=3)
     assert layer.sliding_window == 3 and "window_size" not in layer.get_config()
-    with pytest.warns(DeprecationWarning, match="`window_size` is deprecated"):
+    with pytest.warns(FutureWarning, match="`window_size` is deprecated"):
         block = TransformerBlock(num_heads=2, intermediate_dim=8, window_size=2)
     assert block.sliding_window == 2
-    with pytest.warns(DeprecationWarning, match="`window_size` is deprecated"):
+    with pytest.warns(FutureWarning, match="`window_size` is deprecated"):
         model = build_transformer_lm(20, preset="tiny", window_size=4)
     assert model.sliding_window == 4
     assert all(b.sliding_window == 4 for b in model.decoder.blocks)
     with pytest.raises(TypeError, match="give `sliding_window` only, not also `window_size`"):
         MultiHeadSelfAttention(num_heads=2, sliding_window=3, window_size=5)
+
+
+@pytest.mark.parametrize(
+    "name", ["learned_language_model", "learned_classifier", "position_layers"]
+)
+def test_files_saved_before_the_rename_to_max_position_embeddings_load_and_answer_alike(name):
+    """Written by the package while a position table's size was `max_length`
+    (fixtures/make_saved_position_tables.py): they load without a warning,
+    with their table, and give the outputs they gave then."""
+    import warnings
+
+    import keras_attention.models  # noqa: F401  (registers the classes)
+
+    reference = np.load(FIXTURES / "saved_position_tables.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        model = keras.saving.load_model(FIXTURES / f"{name}.keras")
+    inputs = reference["vectors" if name == "position_layers" else "ids"]
+    np.testing.assert_allclose(to_numpy(model(inputs)), reference[name], rtol=1e-5, atol=1e-6)
+    if name == "position_layers":
+        tables = [layer.max_position_embeddings for layer in model.layers[1:]]
+        assert tables == [12, 16]
+        assert all("max_length" not in layer.get_config() for layer in model.layers[1:])
+    else:
+        assert model.max_position_embeddings == 12
+        assert model.positional_encoding.max_position_embeddings == 12
+        config = model.get_config()
+        assert config["max_position_embeddings"] == 12 and "max_length" not in config
+
+
+def test_max_length_still_works_for_a_release_with_a_warning():
+    """`max_length`, the position table's name before, still builds the
+    same models, with a FutureWarning naming `max_position_embeddings`;
+    both names at once are refused."""
+    from keras_attention.models.transformer_lm import PRESETS, TransformerLM
+    from keras_attention.models.zoo_model import resolve_preset
+
+    message = "`max_length` is deprecated.*`max_position_embeddings`"
+    with pytest.warns(FutureWarning, match=message):
+        model = build_transformer_lm(20, positions="learned", max_length=8)
+    assert model.max_position_embeddings == model.positional_encoding.max_position_embeddings == 8
+    assert "max_length" not in model.get_config()
+    with pytest.warns(FutureWarning, match=message):
+        model = TransformerLM(20, num_layers=1, positions="learned", max_length=6)
+    assert model.max_position_embeddings == 6
+    with pytest.warns(FutureWarning, match=message):
+        classifier = build_transformer_classifier(20, 3, positions="learned", max_length=8)
+    assert classifier.positional_encoding.max_position_embeddings == 8
+    # Over a preset that sets the table (GPT-2 small's 1024), the old name wins.
+    with pytest.warns(FutureWarning, match=message):
+        arguments = resolve_preset(PRESETS, "small", {"max_length": 64}, TransformerLM)
+    assert arguments["max_position_embeddings"] == 64 and "max_length" not in arguments
+    both = "give `max_position_embeddings` only, not also `max_length`"
+    with pytest.raises(TypeError, match=both):
+        build_transformer_lm(20, positions="learned", max_position_embeddings=8, max_length=8)
+    with pytest.raises(TypeError, match=both):
+        TransformerLM(20, positions="learned", max_position_embeddings=8, max_length=8)
+    with pytest.raises(TypeError, match=both):
+        build_transformer_classifier(
+            20, 3, positions="learned", max_position_embeddings=8, max_length=8
+        )

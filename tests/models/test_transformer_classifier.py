@@ -20,7 +20,7 @@ def test_tiny_builds_trains_and_saves(pooling, tmp_path):
 # them against transformers' BERT).
 BERT_OPTIONS = dict(
     positions="learned",
-    max_length=8,
+    max_position_embeddings=8,
     num_segments=2,
     separator_id=2,
     normalize_embeddings=True,

@@ -9,7 +9,8 @@ TOKENS = np.array([[1, 5, 6, 7, 0], [1, 8, 9, 10, 11]], "int32")
 
 
 @pytest.mark.parametrize(
-    "overrides", [{}, {"positions": "learned", "max_length": 16, "tie_output_embeddings": False}]
+    "overrides",
+    [{}, {"positions": "learned", "max_position_embeddings": 16, "tie_output_embeddings": False}],
 )
 def test_tiny_builds_trains_and_saves(overrides, tmp_path):
     model = build_transformer_lm(20, **overrides)
@@ -34,7 +35,7 @@ def test_attention_weights():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="positions='absolute'"):
         build_transformer_lm(20, positions="absolute")
-    with pytest.raises(ValueError, match="max_length=None"):
+    with pytest.raises(ValueError, match="max_position_embeddings=None"):
         build_transformer_lm(20, positions="learned")
 
 

@@ -122,7 +122,7 @@ def test_truncated_training_texts_are_counted_and_reported(capsys):
     assert recipe.warn_if_truncated("sources", tokenizer, ["ab", "abcabc", "abca"], 3) == 2
     assert capsys.readouterr().out == (
         "WARNING: 2 of 3 training sources have more than 3 tokens and are truncated "
-        "(raise --max-length to keep them whole)\n"
+        "(raise --max-input-length to keep them whole)\n"
     )
     assert recipe.warn_if_truncated("sources", tokenizer, ["ab"], 3) == 0
     assert capsys.readouterr().out == ""

@@ -63,7 +63,7 @@ def test_imdb_preset_on_mock_data(tmp_path):
                 "1",
                 "--batch-size",
                 "8",
-                "--max-length",
+                "--max-input-length",
                 "32",
                 "--test-examples",
                 "8",

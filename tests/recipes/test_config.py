@@ -72,7 +72,7 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     those that do not change the checkpoints (`--epochs`, the export's) may
     differ; a setting left None matches what the run chose for its data."""
     output_dir = tmp_path / "run"
-    first = TranslateConfig(output_dir=str(output_dir), max_length=48, vocabulary_size=None)
+    first = TranslateConfig(output_dir=str(output_dir), max_input_length=48, vocabulary_size=None)
     recipe.start_run(first)
     saved = output_dir / "config.json"
     chosen = dict(json.loads(saved.read_text()), vocabulary_size=500)  # as `prepare` writes it
@@ -81,12 +81,12 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     checkpoint.parent.mkdir(parents=True)
     checkpoint.write_bytes(b"weights")
 
-    other = dataclasses.replace(first, max_length=32, vocabulary_size=800)
+    other = dataclasses.replace(first, max_input_length=32, vocabulary_size=800)
     with pytest.raises(recipe_config.OtherRunInFolder) as refused:
         recipe.start_run(other)
     message = str(refused.value)
     assert f"--output-dir {output_dir} holds a run with other settings" in message
-    assert "--max-length 48 there, 32 now" in message
+    assert "--max-input-length 48 there, 32 now" in message
     assert "--vocabulary-size 500 there, 800 now" in message
     assert "a new --output-dir" in message and "--overwrite" in message
     assert json.loads(saved.read_text()) == chosen and checkpoint.read_bytes() == b"weights"
@@ -94,17 +94,24 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     for same in (first, dataclasses.replace(first, epochs=9, export=False, test_examples=5)):
         recipe.start_run(same)
         assert checkpoint.read_bytes() == b"weights"
+    # A run written before `--max-input-length` had its name resumes too.
+    chosen["max_length"] = chosen.pop("max_input_length")
+    saved.write_text(json.dumps(chosen))
+    recipe.start_run(first)
+    assert checkpoint.read_bytes() == b"weights"
 
 
 def test_overwrite_deletes_the_run_and_nothing_else(tmp_path):
     output_dir = tmp_path / "run"
-    recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_length=48))
+    recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_input_length=48))
     (output_dir / "checkpoints").mkdir()
     (output_dir / "checkpoints" / "position.json").write_text("{}")
     (output_dir / ".worker1").mkdir()  # another process's, cleared by that process
-    recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_length=32, overwrite=True))
+    recipe.start_run(
+        TranslateConfig(output_dir=str(output_dir), max_input_length=32, overwrite=True)
+    )
     assert sorted(path.name for path in output_dir.iterdir()) == [".worker1", "config.json"]
-    assert json.loads((output_dir / "config.json").read_text())["max_length"] == 32
+    assert json.loads((output_dir / "config.json").read_text())["max_input_length"] == 32
     # A folder that holds no run is not cleared: a mistyped --output-dir loses nothing.
     kept = tmp_path / "mine" / "notes.txt"
     kept.parent.mkdir()
@@ -119,7 +126,7 @@ def test_the_command_says_how_on_when_the_folder_holds_another_run(tmp_path):
     output_dir = tmp_path / "run"
     recipe.start_run(TranslateConfig(output_dir=str(output_dir)))
     with pytest.raises(SystemExit) as exit_info:
-        translate.main(["--output-dir", str(output_dir), "--max-length", "20"])
+        translate.main(["--output-dir", str(output_dir), "--max-input-length", "20"])
     assert str(exit_info.value).startswith(f"error: --output-dir {output_dir} holds a run")
 
 
@@ -144,7 +151,8 @@ def test_help_shows_every_default_every_choice_and_what_each_preset_sets(
     for group in ("data flags:", "model flags:", "training flags:", "evaluation and export flags:"):
         assert group in help_text
     listed = help_text[help_text.index("data flags:") :]  # after the usage line
-    assert listed.index("--max-length INT") < listed.index("model flags:")
+    assert listed.index("--max-input-length INT") < listed.index("model flags:")
+    assert "--max-length " not in help_text  # its name before: hidden, still taken
     assert listed.index("model flags:") < listed.index("--batch-size INT")
     for field in dataclasses.fields(config_class):
         assert recipe_config.flag_name(field) in help_text
@@ -155,3 +163,22 @@ def test_help_shows_every_default_every_choice_and_what_each_preset_sets(
     assert "--preset picks settings for the whole recipe" in help_text
     for name in module.PRESETS:
         assert f" {name}: " in help_text
+
+
+def test_a_renamed_flag_still_works_with_a_warning():
+    """`--max-length`, the name of `--max-input-length` before, sets it for
+    one release, with a FutureWarning naming the new flag."""
+    from keras_attention.recipes import translate
+
+    with pytest.warns(FutureWarning, match="--max-length is now --max-input-length"):
+        config = recipe_config.parse_config(
+            translate.TranslateConfig, translate.PRESETS, ["--max-length", "20"]
+        )
+    assert config.max_input_length == 20
+    config = recipe_config.parse_config(
+        translate.TranslateConfig,
+        translate.PRESETS,
+        ["--max-input-length", "20", "--max-decoding-length", "12", "--length-penalty", "0.5"],
+    )
+    assert (config.max_input_length, config.max_decoding_length) == (20, 12)
+    assert config.length_penalty == 0.5

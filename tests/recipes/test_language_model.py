@@ -66,7 +66,7 @@ def test_imdb_preset_on_mock_data(tmp_path):
                 "1",
                 "--batch-size",
                 "8",
-                "--max-length",
+                "--max-input-length",
                 "32",
                 "--test-examples",
                 "8",
@@ -94,7 +94,7 @@ def test_long_context_preset_at_tiny_sizes(tmp_path, capsys):
             "300",
             "--test-examples",
             "100",
-            "--max-length",
+            "--max-input-length",
             "96",
             "--chunk-size",
             "32",
@@ -108,7 +108,7 @@ def test_long_context_preset_at_tiny_sizes(tmp_path, capsys):
     assert model.get_config()["chunk_size"] == 32
     assert model.get_config()["positions"] == "rotary"  # the modern decoder
     config = json.loads((output_dir / "config.json").read_text())
-    assert config["pack_texts"] and config["max_length"] == 96
+    assert config["pack_texts"] and config["max_input_length"] == 96
     results = json.loads((output_dir / "evaluation.json").read_text())
     assert 1.0 < results["perplexity"] < 1000.0
     with pytest.raises(SystemExit, match="--pack-texts: the training split has"):

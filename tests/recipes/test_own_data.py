@@ -17,7 +17,7 @@ from keras_attention.data import dates, text_files
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.recipes import classify, language_model, translate
 
-SMALL_RUN = ["--epochs", "1", "--batch-size", "16", "--max-length", "24"]
+SMALL_RUN = ["--epochs", "1", "--batch-size", "16", "--max-input-length", "24"]
 
 
 @pytest.fixture(scope="module")

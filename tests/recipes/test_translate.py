@@ -68,7 +68,7 @@ def test_ted_preset_with_subwords_on_mock_data(tmp_path, capsys):
         "1",
         "--batch-size",
         "8",
-        "--max-length",
+        "--max-input-length",
         "24",
         "--test-examples",
         "8",

@@ -602,7 +602,7 @@
 
   function start() {
     $("about").textContent = `${info.model} (${info.task.replace("_", " ")}) from ${info.run};` +
-      ` it reads at most ${info.max_length} tokens.`;
+      ` it reads at most ${info.max_input_length} tokens.`;
     $("text-label").textContent = INPUTS[info.task];
     $("go").textContent = ACTIONS[info.task];
     const beams = [...Array(info.max_beam_size).keys()].map((k) => [k + 1, k === 0 ? "1 (greedy)" : String(k + 1)]);
