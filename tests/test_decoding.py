@@ -610,7 +610,9 @@ def test_the_length_answers_to_its_three_names():
         expected = to_numpy(search(model, SOURCE, max_decoding_length=4, **options)[0])
         as_hugging_face = search(model, SOURCE, max_new_tokens=4, **options)[0]
         np.testing.assert_array_equal(to_numpy(as_hugging_face), expected)
-        with pytest.warns(FutureWarning, match="`max_length` is deprecated .* `max_decoding_length`"):
+        with pytest.warns(
+            FutureWarning, match="`max_length` is deprecated .* `max_decoding_length`"
+        ):
             before = search(model, SOURCE, max_length=4, **options)[0]
         np.testing.assert_array_equal(to_numpy(before), expected)
         with pytest.raises(TypeError, match="give one of max_decoding_length, max_new_tokens"):

@@ -48,7 +48,9 @@ def test_a_translation_answer_is_the_models_search_and_its_weights(explorers, ki
 
     # The output is the best of the beam search, and the hypotheses its K
     # finished ones, best first.
-    ids, score = decoding.beam_search(explorer.model, source_ids, explorer.max_decoding_length, beam_size=3)
+    ids, score = decoding.beam_search(
+        explorer.model, source_ids, explorer.max_decoding_length, beam_size=3
+    )
     output = [int(i) for i in np.asarray(ids)[0] if i != 0]
     output = output[: output.index(2)] if 2 in output else output
     target = explorer.tokenizers["target"]
@@ -79,7 +81,9 @@ def test_greedy_is_a_beam_of_one(explorers):
     explorer = explorers["transformer"]
     answer = explorer.answer("abc", beam_size=1)
     source_ids = np.array([[explorer.tokenizers["source"].vocabulary.index(c) for c in "abc"]])
-    greedy = np.asarray(decoding.greedy_search(explorer.model, source_ids, explorer.max_decoding_length))[0]
+    greedy = np.asarray(
+        decoding.greedy_search(explorer.model, source_ids, explorer.max_decoding_length)
+    )[0]
     greedy = [int(i) for i in greedy]
     greedy = greedy[: greedy.index(2)] if 2 in greedy else [i for i in greedy if i]
     assert len(answer["hypotheses"]) == 1
