@@ -29,9 +29,15 @@ import tensorflow as tf
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import classification_batches
 from keras_attention.files import write_json
-from keras_attention.models import build_transformer_classifier
+from keras_attention.models import build_transformer_classifier, transformer_classifier
 from keras_attention.models.transformer_classifier import with_new_head
-from keras_attention.recipes.config import InitFromError, TrainingConfig, document_flags, flag
+from keras_attention.recipes.config import (
+    InitFromError,
+    TrainingConfig,
+    document_flags,
+    flag,
+    model_preset_flag,
+)
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
     Data,
@@ -64,6 +70,12 @@ class ClassifyConfig(TrainingConfig):
     learning_rate: float = flag(1e-3, "peak learning rate (constant schedule)", positive=True)
     output_dir: str = flag("runs/classify", "where everything of this run is written")
     export_name: str = flag("classify", "the model's name in TF Serving")
+    model_preset: str | None = model_preset_flag(
+        {"transformer_classifier": transformer_classifier.PRESETS}
+    )
+
+    def model_presets(self):
+        return transformer_classifier.PRESETS
 
     def __post_init__(self):
         super().__post_init__()

@@ -136,9 +136,7 @@ class TrainingConfig:
         "subword vocabulary size, reserved ids included; None: chosen for the data",
         positive=True,
     )
-    model_preset: str | None = flag(
-        None, "the builder's preset, e.g. tiny, base, big; None: tiny (see the docs)"
-    )
+    model_preset: str | None = flag(None, "the builder's named size; None: tiny")
     model_overrides: dict = flag(
         {}, 'builder arguments, as JSON: \'{"dropout": 0.1, "num_layers": 3}\''
     )
@@ -217,6 +215,10 @@ class TrainingConfig:
         "needs --xla_cpu_compilation_enabled=true)",
     )
 
+    def model_presets(self):
+        """The names `--model-preset` may take: the chosen builder's presets."""
+        raise NotImplementedError
+
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
@@ -235,11 +237,25 @@ class TrainingConfig:
                 f"--tokenizer {self.tokenizer} is a converted checkpoint's: fine-tune one with "
                 "--init-from RUN"
             )
+        presets = self.model_presets()
+        if self.model_preset is not None and not self.init_from:
+            check_choice("--model-preset", self.model_preset, presets)
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
                 "--model-overrides must be a JSON object of builder arguments; "
                 f"got {self.model_overrides!r}"
             )
+
+
+def model_preset_flag(presets_of_models):
+    """The `--model-preset` field of a recipe whose models (name -> their
+    builder's presets) are `presets_of_models`: its help lists each
+    model's presets."""
+    listed = "; ".join(
+        f"{name}: {', '.join(presets)}" if len(presets_of_models) > 1 else ", ".join(presets)
+        for name, presets in presets_of_models.items()
+    )
+    return flag(None, f"the builder's named size ({listed}); None: tiny")
 
 
 def main(recipe_class, presets, argv=None, description=None):

@@ -26,8 +26,13 @@ from keras_attention import decoding
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import language_model_batches
 from keras_attention.data.tokenizers import START_ID, prompt_starts
-from keras_attention.models import build_transformer_lm
-from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.models import build_transformer_lm, transformer_lm
+from keras_attention.recipes.config import (
+    TrainingConfig,
+    document_flags,
+    flag,
+    model_preset_flag,
+)
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
     Data,
@@ -73,6 +78,10 @@ class LanguageModelConfig(TrainingConfig):
     top_k: int = flag(5, "completions sample among the k most likely tokens", positive=True)
     output_dir: str = flag("runs/language_model", "where everything of this run is written")
     export_name: str = flag("language_model", "the model's name in TF Serving")
+    model_preset: str | None = model_preset_flag({"transformer_lm": transformer_lm.PRESETS})
+
+    def model_presets(self):
+        return transformer_lm.PRESETS
 
     def __post_init__(self):
         super().__post_init__()

@@ -32,9 +32,19 @@ from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import translation_batches
 from keras_attention.data.tokenizers import END_ID, PAD_ID, token_ids
 from keras_attention.files import write_atomically
-from keras_attention.models import build_seq2seq_attention, build_transformer
+from keras_attention.models import (
+    build_seq2seq_attention,
+    build_transformer,
+    seq2seq_attention,
+    transformer,
+)
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
-from keras_attention.recipes.config import TrainingConfig, document_flags, flag
+from keras_attention.recipes.config import (
+    TrainingConfig,
+    document_flags,
+    flag,
+    model_preset_flag,
+)
 from keras_attention.recipes.config import main as run_recipe
 from keras_attention.recipes.recipe import (
     Data,
@@ -47,6 +57,7 @@ from keras_attention.run_files import RunFiles, decoding_limits
 from keras_attention.tasks.translation import cross_attention
 
 MODELS = {"transformer": build_transformer, "seq2seq_attention": build_seq2seq_attention}
+MODEL_PRESETS = {"transformer": transformer.PRESETS, "seq2seq_attention": seq2seq_attention.PRESETS}
 
 
 @document_flags
@@ -63,6 +74,7 @@ class TranslateConfig(TrainingConfig):
     reverse: bool = flag(False, "swap source and target (WMT14 de-en read as en -> de)")
     shared_vocabulary: bool = flag(False, "one subword vocabulary for both languages")
     model: str = flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
+    model_preset: str | None = model_preset_flag(MODEL_PRESETS)
     label_smoothing: float = flag(0.0, "label smoothing of the loss (paper: 0.1)")
     beam_size: int | None = flag(
         None,
@@ -85,6 +97,9 @@ class TranslateConfig(TrainingConfig):
     eval_batch_size: int = flag(256, "batch size for decoding the test split", positive=True)
     output_dir: str = flag("runs/translate", "where everything of this run is written")
     export_name: str = flag("translate", "the model's name in TF Serving")
+
+    def model_presets(self):
+        return MODEL_PRESETS[self.model]
 
     def __post_init__(self):
         super().__post_init__()

@@ -182,3 +182,26 @@ def test_a_renamed_flag_still_works_with_a_warning():
     )
     assert (config.max_input_length, config.max_decoding_length) == (20, 12)
     assert config.length_penalty == 0.5
+
+
+def test_model_presets_are_listed_and_a_wrong_one_is_refused_at_once(capsys):
+    """`--help` lists each model's presets; a preset the chosen model does
+    not have stops the command before any data is read, naming them."""
+    from keras_attention.recipes import language_model, translate
+
+    with pytest.raises(SystemExit):
+        recipe_config.parse_config(translate.TranslateConfig, translate.PRESETS, ["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "(transformer: tiny, base, big; seq2seq_attention: tiny, rnnsearch)" in help_text
+    with pytest.raises(SystemExit):
+        recipe_config.parse_config(
+            translate.TranslateConfig,
+            translate.PRESETS,
+            ["--model", "seq2seq_attention", "--model-preset", "base"],
+        )
+    error = capsys.readouterr().err
+    assert "--model-preset" in error and "'base'" in error and "rnnsearch" in error
+    config = recipe_config.parse_config(
+        language_model.LanguageModelConfig, language_model.PRESETS, ["--model-preset", "modern"]
+    )
+    assert config.model_preset == "modern"
