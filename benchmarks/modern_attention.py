@@ -267,7 +267,8 @@ def main(argv=None):
         "full causal blocks at 32,768 are most of the 38 minutes)",
     )
     args = parser.parse_args(argv)
-    results = run(args.smoke, args.repeats, args.plot, args.parts)
+    started = measure.provenance("modern_attention", argv)
+    results = {**started, **run(args.smoke, args.repeats, args.plot, args.parts)}
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -92,6 +92,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.race:
         return race(args.race)
+    from benchmarks import measure
+
+    started = measure.provenance("onednn", argv)
 
     from benchmarks import report, run
     from keras_attention.files import write_json
@@ -109,7 +112,12 @@ def main(argv=None):
         rows,
         [("round", "round", "d"), ("TF_ENABLE_ONEDNN_OPTS", "oneDNN", "s"), *run.TRAINING_COLUMNS],
     )
-    results = {"smoke": args.smoke, "machine": machine, "rows": rows, "summary": summary(rows)}
+    results = {
+        **started,
+        "smoke": args.smoke,
+        "rows": rows,
+        "summary": summary(rows),
+    }
     report.print_table(
         "ours over KerasHub's, oneDNN off (0) and on (1)", results["summary"], COLUMNS
     )

@@ -305,9 +305,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     repeats = 2 if args.smoke else args.repeats
-    results = {"sizes": sizes, "num_layers": NUM_LAYERS, "smoke": args.smoke}
+    results = measure.provenance("run", argv)
+    results.update(sizes=sizes, num_layers=NUM_LAYERS, smoke=args.smoke)
     results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
-    results["machine"] = measure.machine()
     print(report.describe(results["machine"]))
 
     matmul_size = 256 if args.smoke else 4096

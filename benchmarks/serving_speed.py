@@ -539,7 +539,7 @@ def main(argv=None):
     if args.smoke:
         args.sentences, args.repeats, args.opus_mt_sentences, args.bleu_sentences = 32, 1, 8, 32
     parts = args.part or list(PARTS)
-    results = {"machine": measure.machine(), "threads": args.threads}
+    results = {**measure.provenance("serving_speed", argv), "threads": args.threads}
     if len(parts) == 1:  # (each part's own process says it)
         print(report.describe(results["machine"]), flush=True)
     with tempfile.TemporaryDirectory() as folder:

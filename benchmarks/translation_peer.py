@@ -37,7 +37,7 @@ import keras
 import sacrebleu
 import tensorflow as tf
 
-from benchmarks import opennmt
+from benchmarks import measure, opennmt
 from keras_attention.data import text_files
 from keras_attention.models.transformer import PRESETS as TRANSFORMER_PRESETS
 from keras_attention.run_files import RunFiles
@@ -265,6 +265,7 @@ def main(argv=None):
         "(default: OUTPUT_DIR/opennmt-venv)",
     )
     args = parser.parse_args(argv)
+    started = measure.provenance("translation_peer", argv)
     peers = args.peers.split(",")
     for peer in peers:
         if peer not in PEERS:
@@ -315,6 +316,7 @@ def main(argv=None):
         row.update(scores(predictions[name], references))
 
     results = {
+        **started,
         "train_file": str(args.train_file),
         "train_pairs": len(train),
         "test_pairs": len(test),

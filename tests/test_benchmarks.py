@@ -49,6 +49,7 @@ def test_every_training_contender_ran(smoke):
     assert all(row["backend"] == "jax" and row["xla"] for row in on_jax)
     assert all(row["ms_per_step"] > 0 and row["jax_speedup"] > 0 for row in on_jax)
     assert "encoder training step (2 layers) on the JAX backend" in stdout
+    assert_provenance(results, "python -m benchmarks.run --smoke")
 
 
 # The benchmarks' smoke run (minutes): `pytest -m large`.
@@ -255,6 +256,15 @@ def test_every_results_file_says_how_when_and_where_it_was_measured():
     assert text.startswith("CPU: AMD EPYC (AVX-512), 2 cores (flags and oneDNN not recorded)")
 
 
+def assert_provenance(results, command):
+    """A results file as the command wrote it says how, when and where it
+    was measured: what tests/test_docs.py reads beside its figures."""
+    assert results["command"].startswith(command)
+    assert re.match(r"\d{4}-\d{2}-\d{2}T", results["date"])
+    assert re.match(r"[0-9a-f]{40}", results["commit"])
+    assert results["machine"]["cpu"] and results["machine"]["cpus"] >= 1
+
+
 def test_flop_counts_match_a_hand_count():
     # One encoder layer's forward pass at B=1, T=2, D=4, FF=8, in multiply-adds:
     # Q, K, V and output projections 4 * (2*4*4) = 128; Q K^T and weights V
@@ -317,6 +327,7 @@ def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
     assert summary == {("0", True), ("0", False), ("1", True), ("1", False)}
     assert all(row["ours_over_keras_hub"] > 0 for row in results["summary"])
     assert results["machine"]["cpu"] and "ours over KerasHub's" in result.stdout
+    assert_provenance(results, "python -m benchmarks.onednn --smoke")
 
 
 def test_one_section_runs_alone_and_keeps_its_rows(tmp_path, capsys):
@@ -338,7 +349,9 @@ def test_one_section_runs_alone_and_keeps_its_rows(tmp_path, capsys):
         ["--smoke", "--parts", "window", "--json", str(parts_file), "--plot", str(plot)]
     )
     results = json.loads(parts_file.read_text())
-    assert list(results) == ["window"]
+    assert_provenance(results, "python -m benchmarks.modern_attention --smoke --parts window")
+    measured = [key for key in results if key not in measure.provenance("modern_attention")]
+    assert measured == ["window"]
     assert [row["length"] for row in results["window"]] == [128, 128, 256, 256]
     assert plot.stat().st_size > 0
     with pytest.raises(SystemExit):

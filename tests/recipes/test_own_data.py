@@ -128,6 +128,8 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
         timeout=900,
     )
     results = json.loads(figures.read_text())
+    assert results["command"].startswith("python -m benchmarks.serving_speed ")
+    assert results["commit"] and results["machine"]["cpu"]
     (row,) = results["rows"]
     assert (row["decoding"], row["batch_size"]) == ("beam 4", 2)
     contenders = ("ours", "ours_xla", "ours_xla_int8", "ctranslate2_float32", "ctranslate2_int8")
