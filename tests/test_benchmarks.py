@@ -441,3 +441,25 @@ def test_the_opennmt_environment_is_checked_for_every_module_it_imports(monkeypa
     assert "sentencepiece" not in str(error.value)
     monkeypatch.setattr(opennmt, "IMPORTS", ("json", "sentencepiece"))
     opennmt.check_imports(sys.executable)
+
+
+@pytest.mark.large
+def test_the_main_job_benchmark_runs_the_recipe_and_keeps_what_it_wrote(tmp_path):
+    """`benchmarks.main_job --smoke`: the README's main job, a few examples,
+    in a process of its own; the results are its evaluation.json and the
+    command's wall time, with how, when and where they were measured."""
+    output = tmp_path / "main_job.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.main_job", "--smoke", "--presets", "dates"]
+        + ["--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    results = json.loads(output.read_text())
+    assert_provenance(results, "python -m benchmarks.main_job --smoke")
+    (row,) = results["rows"]
+    assert row["preset"] == "dates" and row["test_examples"] == 50
+    assert 0 <= row["exact_match"] <= 1 and row["wall_seconds"] > row["training_seconds"] > 0

@@ -1,0 +1,73 @@
+"""The README's main job, measured: the translate recipe with no flag (the
+offline dates task, the `tiny` Transformer), and its Bahdanau-RNN preset.
+
+    python -m benchmarks.main_job                       # both, one after the other
+    python -m benchmarks.main_job --presets dates       # the main job only
+    python -m benchmarks.main_job --smoke               # 200 examples, 1 epoch: it runs
+
+Each run is the recipe's own command in a process of its own, into a
+fresh folder; the results are what it wrote to `evaluation.json` (exact
+match and sacreBLEU on the test split, training seconds) and the wall
+time of the whole command. Writes `--json` (default
+`benchmarks/results_main_job.json`).
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PRESETS = ("dates", "dates_bahdanau")
+SMOKE_FLAGS = ("--train-examples", "200", "--test-examples", "50", "--epochs", "1")
+
+
+def run_recipe(preset, folder, flags):
+    """The recipe's command with `--preset preset` into `folder`: its
+    `evaluation.json` and the command's wall seconds."""
+    command = [sys.executable, "-m", "keras_attention.recipes.translate", "--preset", preset]
+    command += ["--output-dir", str(folder), *flags]
+    started = time.perf_counter()
+    subprocess.run(command, check=True)
+    seconds = time.perf_counter() - started
+    evaluation = json.loads((Path(folder) / "evaluation.json").read_text())
+    return {"preset": preset, **evaluation, "wall_seconds": round(seconds, 1)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS))
+    parser.add_argument("--smoke", action="store_true", help="a few examples, one epoch")
+    parser.add_argument("--json", default="benchmarks/results_main_job.json", help="where to write")
+    args = parser.parse_args(argv)
+
+    from benchmarks import measure, report
+    from keras_attention.files import write_json
+
+    results = {**measure.provenance("main_job", argv), "smoke": args.smoke}
+    print(report.describe(results["machine"]), flush=True)
+    flags = SMOKE_FLAGS if args.smoke else ()
+    with tempfile.TemporaryDirectory() as folder:
+        results["rows"] = [
+            run_recipe(preset, Path(folder) / preset, flags) for preset in args.presets
+        ]
+    report.print_table(
+        "the translate recipe, as the README runs it",
+        results["rows"],
+        [
+            ("preset", "preset", "s"),
+            ("exact_match", "exact match", ".4f"),
+            ("sacrebleu", "sacreBLEU", ".2f"),
+            ("training_seconds", "training s", ".0f"),
+            ("wall_seconds", "whole command s", ".0f"),
+        ],
+    )
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.json, results)
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
