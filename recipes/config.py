@@ -51,6 +51,7 @@ RESUMABLE_CHANGES = (
     # evaluation and export settings: the checkpoints do not hold them
     "max_decoding_length",
     "length_penalty",
+    "tune_decoding",
 )
 # Flags renamed, old -> new: the old name still works, with a FutureWarning.
 RENAMED_FLAGS = {"--max-length": "--max-input-length"}
@@ -342,6 +343,7 @@ FLAG_GROUPS = {
         "beam_size",
         "max_decoding_length",
         "length_penalty",
+        "tune_decoding",
         "eval_batch_size",
         "prompt_tokens",
         "top_k",

@@ -289,6 +289,7 @@ class Data:
     description: str  # the data in a few words, for the summary line
     target_tokenizer: typing.Any = None  # a translation's target tokeniser
     label_names: list | None = None  # a classifier's classes, in id order
+    validation_examples: tf.data.Dataset | None = None  # the validation split's, unbatched
 
 
 @dataclasses.dataclass
@@ -532,6 +533,7 @@ class Recipe:
         results = {**evaluation.results, "training_seconds": round(training_seconds, 1)}
         print(f"(trained in {training_seconds:.0f} s)")
         write_json(files.evaluation, results)
+        write_json(files.config, dataclasses.asdict(data.config))  # with what evaluation chose
         if not strategy.saves:
             print(f"Process {strategy.worker_index}: done; process 0 writes the run's files.")
             return results

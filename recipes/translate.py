@@ -94,6 +94,11 @@ class TranslateConfig(TrainingConfig):
         "this power (CTranslate2's and Hugging Face's length_penalty); None: beam search's "
         "default",
     )
+    tune_decoding: bool = flag(
+        True,
+        "with beam search, after training: choose the --length-penalty and --beam-size not "
+        "given by sacreBLEU on the validation split, for the test split and the export",
+    )
     eval_batch_size: int = flag(256, "batch size for decoding the test split", positive=True)
     output_dir: str = flag("runs/translate", "where everything of this run is written")
     export_name: str = flag("translate", "the model's name in TF Serving")
@@ -176,6 +181,61 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config, strate
         output = target_tokenizer.detokenize(np.asarray(decode(ids)))
         outputs += [t.decode("utf-8") for t in output.numpy()]
     return outputs
+
+
+# What `tune_decoding` tries: each length penalty at the run's beam size,
+# then the other beam sizes at the best penalty, on the validation split's
+# first TUNING_EXAMPLES pairs. Another beam size than the run's must score
+# BEAM_SIZE_GAIN more sacreBLEU: smaller differences are within the noise
+# of a thousand pairs, and a wider beam costs every request time.
+TUNING_LENGTH_PENALTIES = (0.3, 0.6, 1.0)
+TUNING_BEAM_SIZES = (2, 4, 8)
+TUNING_EXAMPLES = 1000
+BEAM_SIZE_GAIN = 0.3
+
+
+def tune_decoding(model, data, strategy, given):
+    """`data.config` with the beam size and length penalty that score the
+    best sacreBLEU on the validation split, for those `given` (the config
+    as the user gave it) leaves None. Prints each trial."""
+    config = data.config
+    pairs = texts(data.validation_examples.take(TUNING_EXAMPLES))
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    penalties = TUNING_LENGTH_PENALTIES if given.length_penalty is None else ()
+    beam_sizes = TUNING_BEAM_SIZES if given.beam_size is None else ()
+    scores = {}
+
+    def trial(beam_size, length_penalty):
+        if (beam_size, length_penalty) not in scores:
+            tried = dataclasses.replace(config, beam_size=beam_size, length_penalty=length_penalty)
+            predictions = translate(
+                model, data.tokenizer, data.target_tokenizer, sources, tried, strategy
+            )
+            score = sacrebleu.corpus_bleu(predictions, [references]).score
+            scores[beam_size, length_penalty] = score
+            print(f"  beam {beam_size}, length penalty {length_penalty}: sacreBLEU {score:.2f}")
+        return scores[beam_size, length_penalty]
+
+    if not penalties and not beam_sizes:
+        return config
+    print(f"Choosing the decoding on {len(pairs):,} validation pairs:")
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # (each trial traces its search anew, as it must: not news)
+    try:
+        penalty = config.length_penalty
+        if penalties:
+            penalty = max(penalties, key=lambda alpha: trial(config.beam_size, alpha))
+        beam_size = config.beam_size
+        if beam_sizes:
+            own = trial(beam_size, penalty)
+            best = max(beam_sizes, key=lambda beams: trial(beams, penalty))
+            if trial(best, penalty) >= own + BEAM_SIZE_GAIN:
+                beam_size = best
+    finally:
+        logger.setLevel(level)
+    print(f"Chosen on the validation split: --beam-size {beam_size} --length-penalty {penalty}")
+    return dataclasses.replace(config, beam_size=beam_size, length_penalty=penalty)
 
 
 def draw_translation_attention(source_tokens, target_tokens, weights, path, title):
@@ -287,6 +347,7 @@ class TranslateRecipe(Recipe):
             train_batches=train_batches,
             validation=validation,
             test=self.load_pairs("test", splits),
+            validation_examples=self.load_pairs("validation", splits),
             description=f"{len(train_texts):,} training pairs",
         )
 
@@ -307,7 +368,11 @@ class TranslateRecipe(Recipe):
 
     def evaluate(self, model, data, output_dir):
         """Exact match of the whole output, sacreBLEU and chrF on the test
-        split; the translations in `test_translations.tsv`."""
+        split; the translations in `test_translations.tsv`. With beam
+        search, first the beam size and length penalty left to the recipe
+        (`tune_decoding`)."""
+        if data.config.tune_decoding and data.config.beam_size > 1:
+            data.config = tune_decoding(model, data, self.strategy, given=self.config)
         config = data.config
         test = texts(data.test.take(config.test_examples or -1))
         sources, references = [s for s, _ in test], [t for _, t in test]
@@ -333,6 +398,7 @@ class TranslateRecipe(Recipe):
             "chrf_signature": str(chrf.get_signature()),
             "test_examples": len(test),
             "decoding": decoding_name,
+            "length_penalty": config.length_penalty,
         }
         return Evaluation(results, test, predictions)
 

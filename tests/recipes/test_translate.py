@@ -101,3 +101,53 @@ def test_wmt14_presets_are_the_papers():
     assert (base.schedule, base.warmup_steps, base.label_smoothing) == ("warmup", 4000, 0.1)
     assert (base.model_preset, big.model_preset) == ("base", "big")
     assert base.reverse and base.shared_vocabulary and base.vocabulary_size == 37000
+
+
+def test_the_decoding_is_chosen_on_the_validation_split(monkeypatch, capsys):
+    """`tune_decoding`: each length penalty at the run's beam size, then each
+    beam size at the best penalty, by sacreBLEU on the validation pairs;
+    what the user gave is kept, and another beam size than the run's must
+    score `BEAM_SIZE_GAIN` more."""
+    import dataclasses
+    import types
+
+    import tensorflow as tf
+
+    references = ["le chat est sur la table", "il pleut depuis ce matin", "ouvrez le fichier"]
+    pairs = tf.data.Dataset.from_tensor_slices((["x"] * 3, references))
+    config = translate.TranslateConfig(beam_size=4)
+    data = types.SimpleNamespace(
+        config=config, tokenizer=None, target_tokenizer=None, validation_examples=pairs
+    )
+    # Right answers by (beam, penalty); 1 for those not listed.
+    best = {(4, 1.0): 2, (8, 1.0): 3, (2, 1.0): 2}
+    asked = []
+
+    def decode(model, tokenizer, target_tokenizer, sources, tried, strategy):
+        asked.append((tried.beam_size, tried.length_penalty))
+        right = best.get((tried.beam_size, tried.length_penalty), 1)
+        return references[:right] + ["non"] * (len(references) - right)
+
+    monkeypatch.setattr(translate, "translate", decode)
+    chosen = translate.tune_decoding(None, data, None, given=translate.TranslateConfig())
+    assert (chosen.beam_size, chosen.length_penalty) == (8, 1.0)
+    assert asked == [(4, 0.3), (4, 0.6), (4, 1.0), (2, 1.0), (8, 1.0)]
+    assert "Chosen on the validation split: --beam-size 8 --length-penalty 1.0" in (
+        capsys.readouterr().out
+    )
+    asked.clear()
+    given = translate.TranslateConfig(beam_size=4)
+    chosen = translate.tune_decoding(None, data, None, given=given)
+    assert (chosen.beam_size, chosen.length_penalty) == (4, 1.0)
+    assert asked == [(4, 0.3), (4, 0.6), (4, 1.0)]
+    asked.clear()
+    best[2, 0.6] = 3
+    data.config = dataclasses.replace(config, length_penalty=0.6)  # as the user gave it
+    given = translate.TranslateConfig(length_penalty=0.6)
+    chosen = translate.tune_decoding(None, data, None, given)
+    assert (chosen.beam_size, chosen.length_penalty) == (2, 0.6)
+    assert asked == [(4, 0.6), (2, 0.6), (8, 0.6)]
+    # Better, but by less than BEAM_SIZE_GAIN: the run's own beam size stays.
+    monkeypatch.setattr(translate, "BEAM_SIZE_GAIN", 200.0)
+    chosen = translate.tune_decoding(None, data, None, given)
+    assert (chosen.beam_size, chosen.length_penalty) == (4, 0.6)
