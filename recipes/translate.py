@@ -199,7 +199,8 @@ def tune_decoding(model, data, strategy, given):
     best sacreBLEU on the validation split, for those `given` (the config
     as the user gave it) leaves None. Prints each trial."""
     config = data.config
-    pairs = texts(data.validation_examples.take(TUNING_EXAMPLES))
+    count = min(TUNING_EXAMPLES, config.test_examples or TUNING_EXAMPLES)  # (quick runs: fewer)
+    pairs = texts(data.validation_examples.take(count))
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     penalties = TUNING_LENGTH_PENALTIES if given.length_penalty is None else ()
     beam_sizes = TUNING_BEAM_SIZES if given.beam_size is None else ()

@@ -52,6 +52,7 @@ DOCUMENTED_MODULES = [
     "keras_attention.models.transformer",
     "keras_attention.models.transformer_lm",
     "keras_attention.models.transformer_classifier",
+    "keras_attention.models.transformer_stacks",
     "keras_attention.models.seq2seq_attention",
 ]
 

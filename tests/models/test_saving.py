@@ -1,6 +1,7 @@
 """A model keeps its dtype policy through a `.keras` file: trained in mixed
 precision, it reloads in mixed precision, whatever the global policy."""
 
+import warnings
 from pathlib import Path
 
 import keras
@@ -43,20 +44,24 @@ def test_mixed_precision_survives_a_round_trip(name, tmp_path):
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+def load_without_warnings(path):
+    """`keras.saving.load_model(path)`, where a `FutureWarning` or a
+    `DeprecationWarning` (an old argument name read with a warning) fails."""
+    import keras_attention.models  # noqa: F401  (registers the classes)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        return keras.saving.load_model(path)
+
+
 @pytest.mark.parametrize("name", ["language_model", "translator"])
 def test_files_saved_before_the_rename_to_sliding_window_load_and_answer_alike(name):
     """Written by the package before `window_size` became `sliding_window`
     (fixtures/make_saved_models.py): they load without a warning, with
     their window, and give the outputs they gave then."""
-    import warnings
-
-    import keras_attention.models  # noqa: F401  (registers the classes)
-
     reference = np.load(FIXTURES / "saved_models.npz")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        warnings.simplefilter("error", DeprecationWarning)
-        model = keras.saving.load_model(FIXTURES / f"{name}.keras")
+    model = load_without_warnings(FIXTURES / f"{name}.keras")
     ids = reference["ids"]
     inputs = ids if name == "language_model" else {"source_ids": ids, "target_ids": ids[:, :5]}
     np.testing.assert_allclose(to_numpy(model(inputs)), reference[name], rtol=1e-5, atol=1e-6)
@@ -88,15 +93,8 @@ def test_files_saved_before_the_rename_to_max_position_embeddings_load_and_answe
     """Written by the package while a position table's size was `max_length`
     (fixtures/make_saved_position_tables.py): they load without a warning,
     with their table, and give the outputs they gave then."""
-    import warnings
-
-    import keras_attention.models  # noqa: F401  (registers the classes)
-
     reference = np.load(FIXTURES / "saved_position_tables.npz")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        warnings.simplefilter("error", DeprecationWarning)
-        model = keras.saving.load_model(FIXTURES / f"{name}.keras")
+    model = load_without_warnings(FIXTURES / f"{name}.keras")
     inputs = reference["vectors" if name == "position_layers" else "ids"]
     np.testing.assert_allclose(to_numpy(model(inputs)), reference[name], rtol=1e-5, atol=1e-6)
     if name == "position_layers":
@@ -141,3 +139,26 @@ def test_max_length_still_works_for_a_release_with_a_warning():
         build_transformer_classifier(
             20, 3, positions="learned", max_position_embeddings=8, max_length=8
         )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["stack_options_translator", "stack_options_classifier", "stack_options_language_model"],
+)
+def test_files_saved_while_each_model_declared_its_stack_options_load_and_answer_alike(name):
+    """Written by the package while each model declared the stack's options
+    itself, before `StackOptions` (fixtures/make_saved_stack_options.py):
+    they load without a warning, with their options, and give the outputs
+    they gave then."""
+    reference = np.load(FIXTURES / "saved_stack_options.npz")
+    model = load_without_warnings(FIXTURES / f"{name}.keras")
+    ids = reference["ids"]
+    inputs = {"source_ids": ids, "target_ids": ids[:, :5]} if "translator" in name else ids
+    np.testing.assert_allclose(to_numpy(model(inputs)), reference[name], rtol=1e-5, atol=1e-6)
+    stack = model.decoder if "language_model" in name else model.encoder
+    assert model.num_key_value_heads == 1 and model.use_gate
+    assert all(block.num_key_value_heads == 1 and block.use_gate for block in stack.blocks)
+    assert stack.get_config()["sliding_window"] == model.sliding_window
+    config = model.get_config()
+    assert {"num_layers", "num_heads", "sliding_window", "layer_norm_epsilon"} <= set(config)
+    assert type(model).from_config(config).get_config() == config

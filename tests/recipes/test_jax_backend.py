@@ -44,7 +44,7 @@ TWO_HOST_DEVICES = {
     **JAX,
     "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}",
 }
-BEAM = ("--beam-size", "2")
+BEAM = ("--beam-size", "2", "--no-tune-decoding")
 DATA_PARALLEL = (*BEAM, "--strategy", "data_parallel")
 # Killed and resumed runs need no export (nothing reads theirs): a third of a run.
 NO_EXPORT = "--no-export"

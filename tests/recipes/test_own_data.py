@@ -59,7 +59,7 @@ def quick_start_run(examples, tmp_path_factory):
     flags = [str(output_dir) if flag == "runs/mine" else flag for flag in flags]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        translate.main([*flags, *SMALL_RUN])
+        translate.main([*flags, *SMALL_RUN, "--no-tune-decoding"])
     return output_dir, printed.getvalue()
 
 

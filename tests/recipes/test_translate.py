@@ -18,12 +18,22 @@ def tiny_flags(data_dir, output_dir, *extra):
 def test_an_rnn_run_in_mixed_bfloat16_with_beam_search_writes_everything(
     dates_data_dir, tmp_path, capsys
 ):
-    """The Bahdanau model, in half precision, evaluated by beam search (the
-    Transformer under XLA: test_console.py)."""
+    """The Bahdanau model, in half precision, evaluated by beam search with
+    the length penalty chosen on the validation split (the Transformer
+    under XLA: test_console.py)."""
     extra = ["--preset", "dates_bahdanau", "--precision", "mixed_bfloat16", "--beam-size", "2"]
     output_dir = tmp_path / "run"
     translate.main(tiny_flags(dates_data_dir, output_dir, *extra))
-    check_a_tiny_translate_run(output_dir, capsys.readouterr().out, "beam 2")
+    printed = capsys.readouterr().out
+    config = check_a_tiny_translate_run(output_dir, printed, "beam 2")
+    # The length penalty, not given, chosen on the validation split (the
+    # beam size was given): recorded, used for the test split and the export.
+    assert "Choosing the decoding on 24 validation pairs:" in printed
+    assert config["beam_size"] == 2 and config["length_penalty"] in (0.3, 0.6, 1.0)
+    results = json.loads((output_dir / "evaluation.json").read_text())
+    assert results["length_penalty"] == config["length_penalty"]
+    (metadata,) = (output_dir / "serving").glob("*/1/assets.extra/keras_attention.json")
+    assert json.loads(metadata.read_text())["length_penalty"] == config["length_penalty"]
 
 
 def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
