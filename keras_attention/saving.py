@@ -22,10 +22,11 @@ def build_from_config(cls, config, build, known=None):
     silently), becomes a `ValueError` naming the class, the argument and both
     versions. A renamed argument (`RENAMED_ARGUMENTS`) saved under its old
     name is read under the new one, without a warning, by a class that takes
-    the new one (an old name may mean something else to another class)."""
+    the new one (`known`, or its constructors' arguments; an old name may
+    mean something else to another class)."""
     from keras_attention.utils import RENAMED_ARGUMENTS
 
-    takes = arguments_taken(cls)
+    takes = known if known is not None else arguments_taken(cls)
     config = {
         RENAMED_ARGUMENTS[key] if RENAMED_ARGUMENTS.get(key) in takes else key: value
         for key, value in config.items()

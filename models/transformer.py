@@ -1,11 +1,14 @@
 """The Transformer of "Attention Is All You Need": encoder-decoder."""
 
+import dataclasses
+
 import keras
 from keras import ops
 
 from keras_attention.layers import Dropout
 from keras_attention.models.token_embedding import LogitsBias, TokenEmbedding
 from keras_attention.models.transformer_stacks import (
+    StackOptions,
     TransformerDecoder,
     TransformerEncoder,
     attention_positions,
@@ -20,7 +23,7 @@ from keras_attention.models.zoo_model import (
     pop_dtype_policy,
     resolve_preset,
 )
-from keras_attention.utils import check_choice, check_positive_int, renamed_argument
+from keras_attention.utils import check_choice, check_positive_int
 
 # The paper's Table 3 sizes; "tiny" is for tests and the CPU recipe.
 PRESETS = {
@@ -64,57 +67,15 @@ class Transformer(ZooModel):
     Args:
         source_vocabulary_size: int, number of source token ids (0 = padding).
         target_vocabulary_size: int, number of target token ids.
-        num_layers: int, blocks in the encoder and again in the decoder. Default 2.
         model_dim: int, d_model, the width of every token vector. Default 64.
-        num_heads: int, attention heads; must divide `model_dim`. Default 4.
-        intermediate_dim: int, hidden width of each feed-forward network.
-            Default 256.
-        dropout: float in [0, 1), on embeddings, attention weights and every
-            sub-layer's output. Default 0.1.
-        norm_first: bool, layer normalisation before each sub-layer
-            (pre-norm) instead of after it (the paper's post-norm). Default False.
-        chunk_size: optional int, attention in blocks of that many positions,
-            exact, in memory linear in the length (long sequences); see
-            `MultiHeadSelfAttention`. Default None (dense).
-        num_key_value_heads: optional int dividing `num_heads`, grouped-query
-            attention (1 = multi-query): fewer key/value heads, a smaller
-            KV cache. Default None (one per head).
-        sliding_window: optional int, sliding-window self-attention: each
-            position attends only to those less than `sliding_window` away.
-            Default None (every position).
-        global_every: optional int, with `sliding_window`: every
-            `global_every`-th layer attends to every position, the others
-            through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
-            five windowed layers, then a global one). Default None (every
-            layer windowed).
-        use_gate: bool, a sigmoid output gate on every attention layer, as
-            Keras core's `use_gate`. Default False.
         positions: str, `"sinusoidal"` (the paper's, added to the
             embeddings), `"rotary"` (each self-attention turns its queries
             and keys by their positions) or `"alibi"` (each self-attention
             adds `-slope_h * |i - j|` to its scores). Default `"sinusoidal"`.
-        rotary_max_wavelength: float, the rotary positions' longest
-            wavelength (with `positions="rotary"`). Default 10000.
-        rotary_scaling_factor: float >= 1, linear position interpolation of
-            the rotary positions: positions are divided by it. Default 1.0.
-        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
-            (RMS normalisation, as in Llama) around every sub-layer.
-            Default `"layer_norm"`.
-        feed_forward: str, `"dense"` (the paper's two layers with
-            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
-            Llama). Default `"dense"`.
-        use_bias: bool, whether the attention and feed-forward projections
-            have biases (Llama's have none). Default True.
         share_embeddings: bool, one embedding matrix for source and target
             (the vocabularies must then be one). Default False.
         tie_output_embeddings: bool, the output projection is the target
             embedding's transpose. Default False.
-        activation: str, the dense feed-forward network's activation
-            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`,
-            `"gelu_tanh"` as in GPT-2).
-            Default `"relu"`.
-        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
-            Default 1e-6.
         scale_embeddings: bool, multiply the token embeddings by
             sqrt(model_dim), as the paper does (Llama does not). Default True.
         output_bias: bool, a learned bias on the logits of a tied output
@@ -126,44 +87,33 @@ class Transformer(ZooModel):
             generates but that still count in each step's softmax, as Hugging
             Face's `bad_words_ids` (a converted Marian model's `<pad>`).
             Default None.
-        **kwargs: `keras.Model` arguments (`name`, `dtype`).
+        **kwargs: the options of the encoder and decoder stacks, each a
+            keyword argument (`num_layers`, `num_heads`, `intermediate_dim`,
+            `dropout`, `sliding_window`, ...): see `StackOptions` in
+            `transformer_stacks`, whose Args say what each means and its
+            default; and `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "translation"  # what `keras_attention.export` serves it as
     is_decoder_only = False  # see `keras_attention.decoding.Decodable`
+    stack_defaults = StackOptions()  # what `**kwargs` may set
 
     def __init__(
         self,
         source_vocabulary_size,
         target_vocabulary_size,
-        num_layers=2,
+        *,
         model_dim=64,
-        num_heads=4,
-        intermediate_dim=256,
-        dropout=0.1,
-        norm_first=False,
-        chunk_size=None,
-        num_key_value_heads=None,
-        sliding_window=None,
-        global_every=None,
-        use_gate=False,
         positions="sinusoidal",
-        rotary_max_wavelength=10000.0,
-        rotary_scaling_factor=1.0,
-        normalization="layer_norm",
-        feed_forward="dense",
-        use_bias=True,
         share_embeddings=False,
         tie_output_embeddings=False,
-        activation="relu",
-        layer_norm_epsilon=1e-6,
         scale_embeddings=True,
         output_bias=False,
         sinusoid_layout="interleaved",
         suppressed_ids=None,
         **kwargs,
     ):
-        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
+        stack = self.stack_defaults.pop_from(kwargs)
         check_positive_int("source_vocabulary_size", source_vocabulary_size)
         check_positive_int("target_vocabulary_size", target_vocabulary_size)
         if share_embeddings and source_vocabulary_size != target_vocabulary_size:
@@ -174,25 +124,7 @@ class Transformer(ZooModel):
             )
         policy = pop_dtype_policy(type(self), kwargs)
         stack_kwargs = dict(
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            chunk_size=chunk_size,
-            num_key_value_heads=num_key_value_heads,
-            sliding_window=sliding_window,
-            global_every=global_every,
-            use_gate=use_gate,
-            positions=attention_positions(positions),
-            rotary_max_wavelength=rotary_max_wavelength,
-            rotary_scaling_factor=rotary_scaling_factor,
-            normalization=normalization,
-            feed_forward=feed_forward,
-            use_bias=use_bias,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=policy,
+            dataclasses.asdict(stack), positions=attention_positions(positions), dtype=policy
         )
 
         # === Layers ===
@@ -216,8 +148,8 @@ class Transformer(ZooModel):
         )
         check_choice("positions", positions, POSITIONS)
         self.positional_encoding = position_layer(positions, policy, layout=sinusoid_layout)
-        self.source_dropout = Dropout(dropout, dtype=policy, name="source_dropout")
-        self.target_dropout = Dropout(dropout, dtype=policy, name="target_dropout")
+        self.source_dropout = Dropout(stack.dropout, dtype=policy, name="source_dropout")
+        self.target_dropout = Dropout(stack.dropout, dtype=policy, name="target_dropout")
         self.encoder = TransformerEncoder(name="encoder", **stack_kwargs)
         self.decoder = TransformerDecoder(name="decoder", **stack_kwargs)
         self.output_projection = (
@@ -242,7 +174,7 @@ class Transformer(ZooModel):
         )
 
         # === Config ===
-        self._set_config(locals())
+        self._set_config(locals(), stack)
 
     def encode(self, source_ids, training=None, return_attention_scores=False):
         """Source ids `[B, S]` -> encoder output `[B, S, D]` (and weights)."""
@@ -366,7 +298,8 @@ def build_transformer(
             matrix between source, target and output projection, as the paper
             does.
         **overrides: any argument of `Transformer` (its Args say what each
-            means), over the preset's: e.g. `num_layers=3`.
+            means) or of its stacks (`StackOptions`), over the preset's:
+            e.g. `num_layers=3`.
 
     Returns:
         An uncompiled `Transformer` (a `keras.Model`): `{"source_ids",

@@ -1,11 +1,14 @@
 """A Transformer encoder with a classification head."""
 
+import dataclasses
+
 import keras
 from keras import ops
 
 from keras_attention.layers import Dropout
 from keras_attention.models.token_embedding import TokenEmbedding
 from keras_attention.models.transformer_stacks import (
+    StackOptions,
     TransformerEncoder,
     attention_positions,
     position_layer,
@@ -54,57 +57,16 @@ class TransformerClassifier(ZooModel):
     Args:
         vocabulary_size: int, number of token ids (0 = padding).
         num_classes: int, number of classes.
-        num_layers: int, blocks in the encoder. Default 2.
         model_dim: int, d_model, the width of every token vector. Default 64.
-        num_heads: int, attention heads; must divide `model_dim`. Default 4.
-        intermediate_dim: int, hidden width of each feed-forward network.
-            Default 256.
-        dropout: float in [0, 1), on embeddings, attention weights and every
-            sub-layer's output. Default 0.1.
-        norm_first: bool, layer normalisation before each sub-layer
-            (pre-norm) instead of after it (the paper's post-norm). Default False.
-        chunk_size: optional int, attention in blocks of that many positions,
-            exact, in memory linear in the length (long sequences); see
-            `MultiHeadSelfAttention`. Default None (dense).
-        num_key_value_heads: optional int dividing `num_heads`, grouped-query
-            attention (1 = multi-query): fewer key/value heads, a smaller
-            KV cache. Default None (one per head).
-        sliding_window: optional int, sliding-window self-attention: each
-            position attends only to those less than `sliding_window` away.
-            Default None (every position).
-        global_every: optional int, with `sliding_window`: every
-            `global_every`-th layer attends to every position, the others
-            through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
-            five windowed layers, then a global one). Default None (every
-            layer windowed).
-        use_gate: bool, a sigmoid output gate on every attention layer, as
-            Keras core's `use_gate`. Default False.
         positions: str, `"sinusoidal"` (the paper's, added to the
             embeddings), `"rotary"` (each self-attention turns its queries
             and keys by their positions) or `"alibi"` (each self-attention
             adds `-slope_h * |i - j|` to its scores). Default `"sinusoidal"`.
-        rotary_max_wavelength: float, the rotary positions' longest
-            wavelength (with `positions="rotary"`). Default 10000.
-        rotary_scaling_factor: float >= 1, linear position interpolation of
-            the rotary positions: positions are divided by it. Default 1.0.
-        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
-            (RMS normalisation, as in Llama) around every sub-layer.
-            Default `"layer_norm"`.
-        feed_forward: str, `"dense"` (the paper's two layers with
-            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
-            Llama). Default `"dense"`.
-        use_bias: bool, whether the attention and feed-forward projections
-            have biases (Llama's have none). Default True.
         pooling: str, `"mean"`, `"first"` or `"pooler"`. Default `"mean"`.
         max_position_embeddings: int, the positions a `"learned"` model
             has (Hugging Face's name); None for the other kinds. (Its name
             before was `max_length`: that still works for one release, with
             a `FutureWarning`.) Default None.
-        activation: str, the dense feed-forward network's activation
-            (`"relu"` as in the paper, `"gelu"`, exact, as in BERT).
-            Default `"relu"`.
-        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
-            Default 1e-6.
         scale_embeddings: bool, multiply the token embeddings by
             sqrt(model_dim), as the paper does (BERT does not). Default True.
         num_segments: optional int, segment (token type) embeddings of that
@@ -115,43 +77,32 @@ class TransformerClassifier(ZooModel):
             it. Default None.
         normalize_embeddings: bool, a layer norm over the summed embeddings,
             before the dropout (BERT's). Default False.
-        **kwargs: `keras.Model` arguments (`name`, `dtype`).
+        **kwargs: the options of the encoder stack, each a keyword
+            argument (`num_layers`, `num_heads`, `intermediate_dim`,
+            `dropout`, `sliding_window`, ...): see `StackOptions` in
+            `transformer_stacks`, whose Args say what each means and its
+            default; and `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "classification"  # what `keras_attention.export` serves it as
+    stack_defaults = StackOptions()  # what `**kwargs` may set
 
     def __init__(
         self,
         vocabulary_size,
         num_classes,
-        num_layers=2,
+        *,
         model_dim=64,
-        num_heads=4,
-        intermediate_dim=256,
-        dropout=0.1,
-        norm_first=False,
-        chunk_size=None,
-        num_key_value_heads=None,
-        sliding_window=None,
-        global_every=None,
-        use_gate=False,
         positions="sinusoidal",
-        rotary_max_wavelength=10000.0,
-        rotary_scaling_factor=1.0,
-        normalization="layer_norm",
-        feed_forward="dense",
-        use_bias=True,
         pooling="mean",
         max_position_embeddings=None,
-        activation="relu",
-        layer_norm_epsilon=1e-6,
         scale_embeddings=True,
         num_segments=None,
         separator_id=None,
         normalize_embeddings=False,
         **kwargs,
     ):
-        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
+        stack = self.stack_defaults.pop_from(kwargs)
         max_position_embeddings = renamed_argument(
             kwargs, "max_position_embeddings", max_position_embeddings
         )
@@ -183,28 +134,12 @@ class TransformerClassifier(ZooModel):
         self.embedding_norm = None
         if normalize_embeddings:
             self.embedding_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=policy, name="embedding_norm"
+                epsilon=stack.layer_norm_epsilon, dtype=policy, name="embedding_norm"
             )
-        self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
+        self.embedding_dropout = Dropout(stack.dropout, dtype=policy, name="embedding_dropout")
         self.encoder = TransformerEncoder(
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            chunk_size=chunk_size,
-            num_key_value_heads=num_key_value_heads,
-            sliding_window=sliding_window,
-            global_every=global_every,
-            use_gate=use_gate,
+            **dataclasses.asdict(stack),
             positions=attention_positions(positions),
-            rotary_max_wavelength=rotary_max_wavelength,
-            rotary_scaling_factor=rotary_scaling_factor,
-            normalization=normalization,
-            feed_forward=feed_forward,
-            use_bias=use_bias,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
             name="encoder",
         )
@@ -213,7 +148,7 @@ class TransformerClassifier(ZooModel):
             self.pooler = keras.layers.Dense(
                 model_dim, activation="tanh", dtype=policy, name="pooler"
             )
-        self.head_dropout = Dropout(dropout, dtype=policy, name="head_dropout")
+        self.head_dropout = Dropout(stack.dropout, dtype=policy, name="head_dropout")
         # Class logits in float32 under mixed precision, for a stable softmax.
         self.classifier = keras.layers.Dense(num_classes, dtype="float32", name="logits")
 
@@ -222,7 +157,7 @@ class TransformerClassifier(ZooModel):
         super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
 
         # === Config ===
-        self._set_config(locals())
+        self._set_config(locals(), stack)
 
     def encode(self, token_ids, training=None, return_attention_scores=False):
         """Token ids `[B, T]` -> encoder output `[B, T, D]` (and weights):
@@ -286,8 +221,9 @@ def build_transformer_classifier(vocabulary_size, num_classes, preset="tiny", **
         vocabulary_size: int, number of token ids (0 = padding).
         num_classes: int, number of classes.
         preset: `"tiny"` (2 layers, d_model 64) or `"base"` (BERT-base sizes).
-        **overrides: any argument of `TransformerClassifier` (its Args say what each
-            means), over the preset's: e.g. `pooling="first"`.
+        **overrides: any argument of `TransformerClassifier` (its Args say
+            what each means) or of its stack (`StackOptions`), over the
+            preset's: e.g. `pooling="first"`.
 
     Returns:
         An uncompiled `TransformerClassifier`: `token_ids [B, T]` -> logits

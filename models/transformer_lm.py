@@ -1,11 +1,14 @@
 """A decoder-only (GPT-style) Transformer language model."""
 
+import dataclasses
+
 import keras
 from keras import ops
 
 from keras_attention.layers import Dropout
 from keras_attention.models.token_embedding import LogitsBias, TokenEmbedding
 from keras_attention.models.transformer_stacks import (
+    StackOptions,
     TransformerDecoder,
     attention_positions,
     cached_decoding_step,
@@ -69,45 +72,7 @@ class TransformerLM(ZooModel):
 
     Args:
         vocabulary_size: int, number of token ids (0 = padding).
-        num_layers: int, blocks in the decoder. Default 2.
         model_dim: int, d_model, the width of every token vector. Default 64.
-        num_heads: int, attention heads; must divide `model_dim`. Default 4.
-        intermediate_dim: int, hidden width of each feed-forward network.
-            Default 256.
-        dropout: float in [0, 1), on embeddings, attention weights and every
-            sub-layer's output. Default 0.1.
-        norm_first: bool, layer normalisation before each sub-layer
-            (pre-norm) instead of after it (the paper's post-norm). Default True.
-        chunk_size: optional int, attention in blocks of that many positions,
-            exact, in memory linear in the length (long sequences); see
-            `MultiHeadSelfAttention`. Default None (dense).
-        num_key_value_heads: optional int dividing `num_heads`, grouped-query
-            attention (1 = multi-query): fewer key/value heads, a smaller
-            KV cache. Default None (one per head).
-        sliding_window: optional int, sliding-window self-attention: each
-            position attends only to those less than `sliding_window` away.
-            Default None (every position).
-        global_every: optional int, with `sliding_window`: every
-            `global_every`-th layer attends to every position, the others
-            through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
-            five windowed layers, then a global one). Default None (every
-            layer windowed).
-        use_gate: bool, a sigmoid output gate on every attention layer, as
-            Keras core's `use_gate`. Default False.
-        rotary_max_wavelength: float, the rotary positions' longest
-            wavelength (with `positions="rotary"`). Default 10000.
-        rotary_scaling_factor: float >= 1, linear position interpolation of
-            the rotary positions: positions are divided by it. Or a list of
-            floats >= 1, one per pair of a head's features, each dividing
-            its frequency (Llama 3.1's `llama3` scaling). Default 1.0.
-        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
-            (RMS normalisation, as in Llama) around every sub-layer.
-            Default `"layer_norm"`.
-        feed_forward: str, `"dense"` (the paper's two layers with
-            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
-            Llama). Default `"dense"`.
-        use_bias: bool, whether the attention and feed-forward projections
-            have biases (Llama's have none). Default True.
         positions: str, `"sinusoidal"` (any length), `"learned"` (up to
             `max_position_embeddings`), `"rotary"` (the self-attention turns each query
             and key by its position) or `"alibi"` (the self-attention adds
@@ -120,12 +85,6 @@ class TransformerLM(ZooModel):
             a `FutureWarning`.) Default None.
         tie_output_embeddings: bool, the output projection is the token
             embedding's transpose. Default True.
-        activation: str, the dense feed-forward network's activation
-            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`,
-            `"gelu_tanh"` as in GPT-2).
-            Default `"relu"`.
-        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
-            Default 1e-6.
         scale_embeddings: bool, multiply the token embeddings by
             sqrt(model_dim), as the paper does (Llama does not). Default True.
         output_bias: bool, a learned bias on the logits of a tied output
@@ -137,43 +96,33 @@ class TransformerLM(ZooModel):
             generates but that still count in each step's softmax, as Hugging
             Face's `bad_words_ids` (a converted Marian model's `<pad>`).
             Default None.
-        **kwargs: `keras.Model` arguments (`name`, `dtype`).
+        **kwargs: the options of the decoder stack, each a keyword
+            argument (`num_layers`, `num_heads`, `intermediate_dim`,
+            `dropout`, `sliding_window`, ...): see `StackOptions` in
+            `transformer_stacks`, whose Args say what each means and its
+            default (but `norm_first` is True here, as in GPT-2); and
+            `keras.Model` arguments (`name`, `dtype`).
     """
 
     task = "language_model"  # what `keras_attention.export` serves it as
     is_decoder_only = True  # see `keras_attention.decoding.Decodable`
+    stack_defaults = StackOptions(norm_first=True)  # what `**kwargs` may set
 
     def __init__(
         self,
         vocabulary_size,
-        num_layers=2,
+        *,
         model_dim=64,
-        num_heads=4,
-        intermediate_dim=256,
-        dropout=0.1,
-        norm_first=True,
-        chunk_size=None,
-        num_key_value_heads=None,
-        sliding_window=None,
-        global_every=None,
-        use_gate=False,
         positions="sinusoidal",
         max_position_embeddings=None,
-        rotary_max_wavelength=10000.0,
-        rotary_scaling_factor=1.0,
-        normalization="layer_norm",
-        feed_forward="dense",
-        use_bias=True,
         tie_output_embeddings=True,
-        activation="relu",
-        layer_norm_epsilon=1e-6,
         scale_embeddings=True,
         output_bias=False,
         sinusoid_layout="interleaved",
         suppressed_ids=None,
         **kwargs,
     ):
-        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
+        stack = self.stack_defaults.pop_from(kwargs)
         max_position_embeddings = renamed_argument(
             kwargs, "max_position_embeddings", max_position_embeddings
         )
@@ -192,26 +141,10 @@ class TransformerLM(ZooModel):
         self.positional_encoding = position_layer(
             positions, policy, max_position_embeddings, layout=sinusoid_layout
         )
-        self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
+        self.embedding_dropout = Dropout(stack.dropout, dtype=policy, name="embedding_dropout")
         self.decoder = TransformerDecoder(
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            chunk_size=chunk_size,
-            num_key_value_heads=num_key_value_heads,
-            sliding_window=sliding_window,
-            global_every=global_every,
-            use_gate=use_gate,
+            **dataclasses.asdict(stack),
             positions=attention_positions(positions),
-            rotary_max_wavelength=rotary_max_wavelength,
-            rotary_scaling_factor=rotary_scaling_factor,
-            normalization=normalization,
-            feed_forward=feed_forward,
-            use_bias=use_bias,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
             dtype=policy,
             name="decoder",
         )
@@ -231,7 +164,7 @@ class TransformerLM(ZooModel):
         super().__init__(inputs=token_ids, outputs=self.logits(token_ids), **kwargs)
 
         # === Config ===
-        self._set_config(locals())
+        self._set_config(locals(), stack)
 
     def _embed(self, token_ids, start_index=0, training=None):
         return embed(
@@ -294,7 +227,8 @@ def build_transformer_lm(vocabulary_size, preset="tiny", **overrides):
             `"modern_windowed"` (modern, with a sliding window of 16 in every
             other layer, as in Gemma 2).
         **overrides: any argument of `TransformerLM` (its Args say what each
-            means), over the preset's: e.g. `positions="learned"`.
+            means) or of its stack (`StackOptions`), over the preset's:
+            e.g. `positions="learned"`.
 
     Returns:
         An uncompiled `TransformerLM`: `token_ids [B, T]` -> logits `[B, T, V]`.

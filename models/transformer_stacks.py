@@ -5,6 +5,8 @@ embedding + positions); the models own the embeddings, so source, target and
 output projection can share one matrix.
 """
 
+import dataclasses
+
 import keras
 from keras import ops
 
@@ -17,88 +19,153 @@ from keras_attention.layers import (
 )
 from keras_attention.models.zoo_model import padding_mask
 from keras_attention.utils import (
+    RENAMED_ARGUMENTS,
     Layer,
     check_positive_int,
-    check_rate,
     pack_outputs,
     renamed_argument,
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class StackOptions:
+    """The options of the encoder and decoder stacks, declared once.
+
+    `Transformer`, `TransformerClassifier` and `TransformerLM` take each of
+    them as a keyword argument of their own, keep it in their config, and
+    hand them all to their stacks (`TransformerEncoder`,
+    `TransformerDecoder`), which hand them on to every block. An option of
+    the blocks is added here, and the models take it.
+
+    Args:
+        num_layers: int, blocks in each stack (a `Transformer` has an
+            encoder and a decoder of that many). Default 2.
+        num_heads: int, attention heads; must divide `model_dim`. Default 4.
+        intermediate_dim: int, hidden width of each feed-forward network.
+            Default 256.
+        dropout: float in [0, 1), on embeddings, attention weights and every
+            sub-layer's output. Default 0.1.
+        norm_first: bool, layer normalisation before each sub-layer
+            (pre-norm) instead of after it (the paper's post-norm). Default
+            False (`TransformerLM`'s: True, as in GPT-2).
+        chunk_size: optional int, attention in blocks of that many positions,
+            exact, in memory linear in the length (long sequences); see
+            `MultiHeadSelfAttention`. Default None (dense).
+        num_key_value_heads: optional int dividing `num_heads`, grouped-query
+            attention (1 = multi-query): fewer key/value heads, a smaller
+            KV cache. Default None (one per head).
+        sliding_window: optional int, sliding-window self-attention: each
+            position attends only to those less than `sliding_window` away.
+            (Its name before was `window_size`: that still works for one
+            release, with a `FutureWarning`.) Default None (every position).
+        global_every: optional int, with `sliding_window`: every
+            `global_every`-th layer attends to every position, the others
+            through the window (Gemma 2 alternates, with 2; Gemma 3 has 6:
+            five windowed layers, then a global one). Default None (every
+            layer windowed).
+        use_gate: bool, a sigmoid output gate on every attention layer, as
+            Keras core's `use_gate`. Default False.
+        rotary_max_wavelength: float, the rotary positions' longest
+            wavelength (with `positions="rotary"`). Default 10000.
+        rotary_scaling_factor: float >= 1, linear position interpolation of
+            the rotary positions: positions are divided by it. Or a list of
+            floats >= 1, one per pair of a head's features, each dividing
+            its frequency (Llama 3.1's `llama3` scaling). Default 1.0.
+        normalization: str, `"layer_norm"` (the paper's) or `"rms_norm"`
+            (RMS normalisation, as in Llama) around every sub-layer.
+            Default `"layer_norm"`.
+        feed_forward: str, `"dense"` (the paper's two layers with
+            `activation`) or `"swiglu"` (a SiLU-gated hidden layer, as in
+            Llama). Default `"dense"`.
+        use_bias: bool, whether the attention and feed-forward projections
+            have biases (Llama's have none). Default True.
+        activation: str, the dense feed-forward network's activation
+            (`"relu"` as in the paper, `"swish"` as in Marian, `"gelu"`,
+            exact, as in BERT, `"gelu_tanh"` as in GPT-2).
+            Default `"relu"`.
+        layer_norm_epsilon: float, the epsilon of every layer or RMS norm.
+            Default 1e-6.
+
+    Example:
+
+    >>> options = StackOptions(num_layers=3, sliding_window=4)
+    >>> encoder = TransformerEncoder(**dataclasses.asdict(options))
+    >>> len(encoder.blocks), encoder.blocks[0].sliding_window
+    (3, 4)
+    """
+
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_dim: int = 256
+    dropout: float = 0.1
+    norm_first: bool = False
+    chunk_size: int | None = None
+    num_key_value_heads: int | None = None
+    sliding_window: int | None = None
+    global_every: int | None = None
+    use_gate: bool = False
+    rotary_max_wavelength: float = 10000.0
+    rotary_scaling_factor: float | list = 1.0
+    normalization: str = "layer_norm"
+    feed_forward: str = "dense"
+    use_bias: bool = True
+    activation: str = "relu"
+    layer_norm_epsilon: float = 1e-6
+
+    def pop_from(self, kwargs):
+        """These options, but for those `kwargs` gives, popped from it (one
+        under its old name, `RENAMED_ARGUMENTS`, with a `FutureWarning`)."""
+        names = [field.name for field in dataclasses.fields(self)]
+        for old, new in RENAMED_ARGUMENTS.items():
+            if old in kwargs and new in names:
+                kwargs[new] = renamed_argument(kwargs, new, kwargs.get(new), old)
+        return dataclasses.replace(
+            self, **{name: kwargs.pop(name) for name in names if name in kwargs}
+        )
+
+
 class _Stack(Layer):
-    """Arguments and blocks common to both stacks."""
+    """Arguments and blocks common to both stacks: `StackOptions`' options,
+    as keyword arguments, and `positions`, those the self-attention adds
+    itself (None, `"rotary"` or `"alibi"`)."""
 
     block_class = None
 
-    def __init__(
-        self,
-        num_layers,
-        num_heads,
-        intermediate_dim,
-        dropout=0.1,
-        norm_first=False,
-        chunk_size=None,
-        num_key_value_heads=None,
-        sliding_window=None,
-        global_every=None,
-        use_gate=False,
-        positions=None,
-        rotary_max_wavelength=10000.0,
-        rotary_scaling_factor=1.0,
-        normalization="layer_norm",
-        feed_forward="dense",
-        use_bias=True,
-        activation="relu",
-        layer_norm_epsilon=1e-6,
-        **kwargs,
-    ):
-        sliding_window = renamed_argument(kwargs, "sliding_window", sliding_window)
+    def __init__(self, *, positions=None, **kwargs):
+        options = StackOptions().pop_from(kwargs)
         super().__init__(**kwargs)
-        self.num_layers = check_positive_int("num_layers", num_layers)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
-        self.dropout = check_rate("dropout", dropout)
-        self.norm_first = bool(norm_first)
-        self.chunk_size = check_positive_int("chunk_size", chunk_size, allow_none=True)
-        self.supports_masking = True
-        self.global_every = check_positive_int("global_every", global_every, allow_none=True)
-        if global_every is not None and sliding_window is None:
+        check_positive_int("num_layers", options.num_layers)
+        check_positive_int("global_every", options.global_every, allow_none=True)
+        if options.global_every is not None and options.sliding_window is None:
             raise ValueError(
                 "`global_every` alternates windowed and global layers and needs a "
-                f"`sliding_window`. Received: global_every={global_every}, sliding_window=None"
+                f"`sliding_window`. Received: global_every={options.global_every}, "
+                "sliding_window=None"
             )
-        # Today's attention and block options, as every block takes them
-        # (the blocks, made here, check them).
-        self.block_options = dict(
-            num_key_value_heads=num_key_value_heads,
-            sliding_window=sliding_window,
-            use_gate=use_gate,
-            positions=positions,
-            rotary_max_wavelength=rotary_max_wavelength,
-            rotary_scaling_factor=rotary_scaling_factor,
-            normalization=normalization,
-            feed_forward=feed_forward,
-            use_bias=use_bias,
-            activation=activation,
-            layer_norm_epsilon=layer_norm_epsilon,
-        )
+        self.options = options
+        for name, value in dataclasses.asdict(options).items():
+            setattr(self, name, value)  # each also under its own name
+        self.positions = positions
+        self.supports_masking = True
+        # What every block takes: all but the stack's own two (the blocks,
+        # made here, check them).
+        block_options = {**dataclasses.asdict(options), "positions": positions}
+        del block_options["num_layers"], block_options["global_every"]
+        self.block_options = block_options
         self.blocks = [
             self.block_class(
-                num_heads=num_heads,
-                intermediate_dim=intermediate_dim,
-                dropout=dropout,
-                norm_first=norm_first,
-                chunk_size=chunk_size,
-                **{**self.block_options, "sliding_window": self.block_window(index)},
+                **{**block_options, "sliding_window": self.block_window(index)},
                 dtype=self.dtype_policy,
                 name=f"block_{index}",
             )
-            for index in range(num_layers)
+            for index in range(options.num_layers)
         ]
         # Pre-norm leaves the last block's output unnormalised: add a norm.
         self.final_norm = (
-            normalization_layer(normalization, layer_norm_epsilon, self.dtype_policy, "final_norm")
-            if norm_first
+            normalization_layer(
+                options.normalization, options.layer_norm_epsilon, self.dtype_policy, "final_norm"
+            )
+            if options.norm_first
             else None
         )
 
@@ -107,26 +174,17 @@ class _Stack(Layer):
         `global_every`-th block attends to every position."""
         if self.global_every is not None and (index + 1) % self.global_every == 0:
             return None
-        return self.block_options["sliding_window"]
+        return self.sliding_window
 
     def _finish(self, x):
         return self.final_norm(x) if self.final_norm is not None else x
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_layers": self.num_layers,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "norm_first": self.norm_first,
-                "chunk_size": self.chunk_size,
-                "global_every": self.global_every,
-                **self.block_options,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            **dataclasses.asdict(self.options),
+            "positions": self.positions,
+        }
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

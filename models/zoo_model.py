@@ -1,5 +1,6 @@
 """What the zoo's models share."""
 
+import dataclasses
 import inspect
 
 import keras
@@ -30,22 +31,34 @@ MODEL_KWARGS = ("name", "trainable", "dtype")
 
 
 def constructor_arguments(model_class):
-    """The names of `model_class.__init__`'s own arguments, in order."""
+    """The names of `model_class.__init__`'s own arguments, in order, then
+    those of the stack options it takes through `**kwargs` (its
+    `stack_defaults`)."""
     names = inspect.signature(model_class.__init__).parameters
-    return [name for name in names if name not in ("self", "kwargs")]
+    names = [name for name in names if name not in ("self", "kwargs")]
+    if model_class.stack_defaults is not None:
+        names += [field.name for field in dataclasses.fields(model_class.stack_defaults)]
+    return names
 
 
 class ZooModel(keras.Model):
     """A functional model built in `__init__`, whose config is its
     constructor's arguments (so it saves to and loads from `.keras` files)."""
 
-    def _set_config(self, arguments):
+    # A model with Transformer stacks: the `StackOptions` (defaults) it
+    # takes through `**kwargs`, as arguments of its own, for its stacks.
+    stack_defaults = None
+
+    def _set_config(self, arguments, stack_options=None):
         """Keeps the constructor's arguments, as attributes and as the config.
 
         `arguments` is the constructor's `locals()`: of it, the names of the
         constructor's signature are kept (so each argument is written once,
-        in the signature), with the values they hold at the call.
+        in the signature), with the values they hold at the call; then
+        `stack_options`, the `StackOptions` the model took.
         """
+        if stack_options is not None:
+            arguments = {**arguments, **dataclasses.asdict(stack_options)}
         config = {name: arguments[name] for name in constructor_arguments(type(self))}
         # The policy every layer was given (`pop_dtype_policy`), so a model
         # trained in mixed precision reloads in mixed precision.
