@@ -27,6 +27,7 @@ from keras_attention.export.layout import (
     write_warmup_requests,
 )
 from keras_attention.export.signatures import MAX_BEAM_SIZE, make_server
+from keras_attention.tasks import ExportSettings
 from keras_attention.utils import check_number, check_positive_int, renamed_argument
 
 __all__ = [
@@ -121,17 +122,10 @@ def export_model(
         raise ValueError(f"`beam_size` must be at most {MAX_BEAM_SIZE}. Received: {beam_size}")
     if not name or "/" in str(name) or str(name).startswith("."):
         raise ValueError(f"`name` must be a folder name. Received: name={name!r}")
-    server = make_server(
-        model,
-        tokenizer,
-        target_tokenizer,
-        max_input_length,
-        max_decoding_length,
-        beam_size,
-        label_names,
-        jit_compile,
-        length_penalty,
+    settings = ExportSettings(
+        max_input_length, max_decoding_length, beam_size, length_penalty, label_names, jit_compile
     )
+    server = make_server(model, tokenizer, target_tokenizer, settings)
     metadata = {
         "model": type(model).__name__,
         "signatures": sorted(server.signatures()),

@@ -232,27 +232,15 @@ class TranslationServer(Server):
 
     text_input = "text"
 
-    def __init__(
-        self,
-        model,
-        source_tokenizer,
-        target_tokenizer,
-        max_input_length,
-        max_decoding_length,
-        beam_size=1,
-        jit_compile=False,
-        length_penalty=None,
-    ):
+    def __init__(self, model, source_tokenizer, target_tokenizer, settings):
         source_vocabulary = tf.constant(source_tokenizer.vocabulary)
         target_vocabulary = tf.constant(target_tokenizer.vocabulary)
         # (The options signature's inputs take the names `beam_size` and
         # `max_decoding_length`: the export's are these.)
-        input_limit, decoding_limit, export_beam_size = (
-            max_input_length,
-            max_decoding_length,
-            beam_size,
-        )
-        penalty = {} if length_penalty is None else {"length_penalty": length_penalty}
+        input_limit, decoding_limit = settings.max_input_length, settings.decoding_length
+        beam_size = export_beam_size = settings.beam_size
+        jit_compile = settings.jit_compile
+        penalty = export_penalty(settings)
         buckets = length_buckets(input_limit)
         self.option_inputs = {
             "translate_with_options": {
@@ -411,18 +399,11 @@ class LanguageModelServer(Server):
     text_input = "prompt"
     server_name = "language_model_server"
 
-    def __init__(
-        self,
-        model,
-        tokenizer,
-        max_input_length,
-        max_decoding_length,
-        beam_size=1,
-        jit_compile=False,
-        length_penalty=None,
-    ):
-        decoding_limit, export_beam_size = max_decoding_length, beam_size
-        penalty = {} if length_penalty is None else {"length_penalty": length_penalty}
+    def __init__(self, model, tokenizer, settings):
+        max_input_length, decoding_limit = settings.max_input_length, settings.decoding_length
+        beam_size = export_beam_size = settings.beam_size
+        jit_compile = settings.jit_compile
+        penalty = export_penalty(settings)
         # Learned positions end somewhere: <s>, the prompt and what is
         # generated must fit in the model's `max_position_embeddings`.
         positions = model.max_position_embeddings
@@ -558,17 +539,12 @@ class LanguageModelServer(Server):
         )
 
 
-def make_server(
-    model,
-    tokenizer,
-    target_tokenizer,
-    max_input_length,
-    max_decoding_length,
-    beam_size,
-    label_names,
-    jit_compile=False,
-    length_penalty=None,
-):
+def export_penalty(settings):
+    """The length penalty keyword the export's beam searches take."""
+    return {} if settings.length_penalty is None else {"length_penalty": settings.length_penalty}
+
+
+def make_server(model, tokenizer, target_tokenizer, settings):
     """The server for the model's task (`keras_attention.tasks`)."""
     task = task_of(model)
     if "target" in task.sides and target_tokenizer is None:
@@ -576,13 +552,4 @@ def make_server(
     tokenizers = dict(
         zip(task.sides, (tokenizer, target_tokenizer)[: len(task.sides)], strict=True)
     )
-    return task.server(
-        model,
-        tokenizers,
-        max_input_length,
-        max_decoding_length,
-        beam_size=beam_size,
-        label_names=label_names,
-        jit_compile=jit_compile,
-        length_penalty=length_penalty,
-    )
+    return task.server(model, tokenizers, settings)

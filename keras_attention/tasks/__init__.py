@@ -1,23 +1,31 @@
 """One class per task: what differs between translating, classifying and
 completing text lives here, once, and nowhere else compares task names.
 
-    from keras_attention.tasks import task_of
+    from keras_attention.tasks import ExportSettings, task_of
     task = task_of(model)            # from the model's `task` attribute
     task.sides                       # its tokenizers: ("source", "target") or ("text",)
-    server = task.server(model, tokenizers, max_input_length=48)  # the export's signatures
-    answer = task.explore(explorer, ids)                     # the explorer's answer
+    server = task.server(model, tokenizers, ExportSettings(48))  # the export's signatures
+    answer = task.explore(explorer, ids)  # the explorer's answer
 
 Each model of the zoo names its task (`Transformer.task == "translation"`).
 The export, the explorer, the convert command and the CTranslate2 export
 ask the task; a new task is one new class here plus its builder.
 """
 
-from keras_attention.tasks.base import Task
+from keras_attention.tasks.base import ExportSettings, Task
 from keras_attention.tasks.classification import Classification
 from keras_attention.tasks.language_model import LanguageModeling
 from keras_attention.tasks.translation import Translation
 
-__all__ = ["TASKS", "Classification", "LanguageModeling", "Task", "Translation", "task_of"]
+__all__ = [
+    "TASKS",
+    "Classification",
+    "ExportSettings",
+    "LanguageModeling",
+    "Task",
+    "Translation",
+    "task_of",
+]
 
 TASKS = {task.name: task for task in (Translation(), Classification(), LanguageModeling())}
 

@@ -1,8 +1,27 @@
 """What every task answers; see `keras_attention.tasks`."""
 
+import dataclasses
+
 import numpy as np
 
 from keras_attention.data.tokenizers import END_ID, PAD_ID
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSettings:
+    """What an export fixes beside the model and its tokenizers (see
+    `keras_attention.export.export_model`, which checks them)."""
+
+    max_input_length: int
+    max_decoding_length: int | None = None  # None: max_input_length
+    beam_size: int = 1
+    length_penalty: float | None = None  # None: beam search's default
+    label_names: list | None = None
+    jit_compile: bool = False
+
+    @property
+    def decoding_length(self):
+        return self.max_decoding_length or self.max_input_length
 
 
 class Task:
@@ -35,17 +54,7 @@ class Task:
         read from a finished run's `config` and files."""
         return {}
 
-    def server(
-        self,
-        model,
-        tokenizers,
-        max_input_length,
-        max_decoding_length=None,
-        beam_size=1,
-        label_names=None,
-        jit_compile=False,
-        length_penalty=None,
-    ):
+    def server(self, model, tokenizers, settings):
         """The export's `tf.Module` with its signatures (see
         `keras_attention.export.export_model` for the arguments);
         `tokenizers` maps each of `sides` to its tokenizer."""

@@ -15,26 +15,19 @@ class Classification(Task):
     def export_arguments(self, config, files):
         return {"label_names": json.loads(files.labels.read_text())}
 
-    def server(
-        self,
-        model,
-        tokenizers,
-        max_input_length,
-        max_decoding_length=None,
-        beam_size=1,
-        label_names=None,
-        jit_compile=False,
-        length_penalty=None,
-    ):
+    def server(self, model, tokenizers, settings):
         from keras_attention.export.signatures import ClassificationServer
 
-        refuse_jit_compile(jit_compile, model)
+        refuse_jit_compile(settings.jit_compile, model)
+        label_names = settings.label_names
         if label_names is None or len(label_names) != model.num_classes:
             raise ValueError(
                 f"A classifier with {model.num_classes} classes needs as many "
                 f"`label_names`. Received: label_names={label_names!r}"
             )
-        return ClassificationServer(model, tokenizers["text"], max_input_length, label_names)
+        return ClassificationServer(
+            model, tokenizers["text"], settings.max_input_length, label_names
+        )
 
     def explore(self, explorer, ids, beam_size=None):
         logits = np.asarray(explorer.logits(ids))[0]

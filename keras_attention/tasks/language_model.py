@@ -19,28 +19,10 @@ class LanguageModeling(Task):
     def export_arguments(self, config, files):
         return {"beam_size": config.get("beam_size") or 1}
 
-    def server(
-        self,
-        model,
-        tokenizers,
-        max_input_length,
-        max_decoding_length=None,
-        beam_size=1,
-        label_names=None,
-        jit_compile=False,
-        length_penalty=None,
-    ):
+    def server(self, model, tokenizers, settings):
         from keras_attention.export.signatures import LanguageModelServer
 
-        return LanguageModelServer(
-            model,
-            tokenizers["text"],
-            max_input_length,
-            max_decoding_length or max_input_length,
-            beam_size,
-            jit_compile,
-            length_penalty,
-        )
+        return LanguageModelServer(model, tokenizers["text"], settings)
 
     def explore(self, explorer, ids, beam_size=None):
         start = [START_ID] if prompt_starts(explorer.tokenizers["text"]) else []

@@ -23,29 +23,10 @@ class Translation(Task):
     def export_arguments(self, config, files):
         return {"beam_size": config.get("beam_size") or 1}
 
-    def server(
-        self,
-        model,
-        tokenizers,
-        max_input_length,
-        max_decoding_length=None,
-        beam_size=1,
-        label_names=None,
-        jit_compile=False,
-        length_penalty=None,
-    ):
+    def server(self, model, tokenizers, settings):
         from keras_attention.export.signatures import TranslationServer
 
-        return TranslationServer(
-            model,
-            tokenizers["source"],
-            tokenizers["target"],
-            max_input_length,
-            max_decoding_length or max_input_length,
-            beam_size,
-            jit_compile,
-            length_penalty,
-        )
+        return TranslationServer(model, tokenizers["source"], tokenizers["target"], settings)
 
     def explore(self, explorer, ids, beam_size=None):
         if beam_size is None:
