@@ -33,11 +33,13 @@ RENAMED_ARGUMENTS = {
 }
 
 
-def renamed_argument(kwargs, new, value, old=None):
+def renamed_argument(kwargs, new, value, old=None, stacklevel=3):
     """`value`, the argument `new`, or where `kwargs` holds its old name
     (`old`, by default `RENAMED_ARGUMENTS`'s) that one, popped, with a
-    FutureWarning (shown to users, as a `DeprecationWarning` is not). Both
-    names at once are a `TypeError` naming both."""
+    FutureWarning (shown to users, as a `DeprecationWarning` is not) that
+    points at the line `stacklevel` frames up: the user's, by default that
+    of the caller's caller. Both names at once are a `TypeError` naming
+    both."""
     if old is None:
         (old,) = [old for old, name in RENAMED_ARGUMENTS.items() if name == new]
     if old not in kwargs:
@@ -48,19 +50,19 @@ def renamed_argument(kwargs, new, value, old=None):
     warnings.warn(
         f"`{old}` is deprecated and will be removed in the next release: use `{new}`",
         FutureWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return old_value
 
 
-def renamed_arguments(kwargs, takes):
+def renamed_arguments(kwargs, takes, stacklevel=3):
     """A copy of `kwargs` where each old name (`RENAMED_ARGUMENTS`) of an
     argument in `takes` is replaced by the new one, as `renamed_argument`
     does: for a builder's overrides, before they meet its preset's."""
     kwargs = dict(kwargs)
     for old, new in RENAMED_ARGUMENTS.items():
         if old in kwargs and new in takes:
-            kwargs[new] = renamed_argument(kwargs, new, kwargs.get(new))
+            kwargs[new] = renamed_argument(kwargs, new, kwargs.get(new), stacklevel=stacklevel + 1)
     return kwargs
 
 

@@ -17,7 +17,8 @@ def resolve_preset(presets, preset, overrides, model_class=None):
     so that it replaces the preset's value."""
     check_choice("preset", preset, sorted(presets))
     if model_class is not None:
-        overrides = renamed_arguments(overrides, constructor_arguments(model_class))
+        # (The warning points at the line that called the builder.)
+        overrides = renamed_arguments(overrides, constructor_arguments(model_class), stacklevel=4)
     return {**presets[preset], **overrides}
 
 

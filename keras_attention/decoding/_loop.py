@@ -347,7 +347,9 @@ def decoding_length(max_decoding_length, max_new_tokens=None, max_length=None):
         raise TypeError(f"give one of {', '.join(names)}, not several (they are one limit)")
     if "max_new_tokens" in given:
         return given["max_new_tokens"]
-    length = renamed_argument(given, "max_decoding_length", max_decoding_length, old="max_length")
+    length = renamed_argument(  # (the warning points at the line that called the search)
+        given, "max_decoding_length", max_decoding_length, old="max_length", stacklevel=4
+    )
     if length is None:
         raise TypeError("missing the most tokens to generate: `max_decoding_length`")
     return length

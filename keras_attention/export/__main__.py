@@ -159,12 +159,17 @@ def parse_arguments(argv):
     )
     parser.add_argument(
         "--export-jit-compile",
-        "--jit-compile",  # its name before (`RENAMED`)
-        dest="export_jit_compile",
         action="store_true",
         default=None,
         help="saved_model only: compile the search with XLA (several times faster on "
         "CPU; TF Serving needs --xla_cpu_compilation_enabled=true)",
+    )
+    parser.add_argument(  # its name before (`RENAMED`), hidden from --help
+        "--jit-compile",
+        dest="export_jit_compile",
+        action="store_true",
+        default=None,
+        help=argparse.SUPPRESS,
     )
     args = parser.parse_args(argv)
     from keras_attention.renamed_flags import warn_of_renamed_flags

@@ -228,10 +228,11 @@ def main(argv=None):
         type=int,
         help="beam size (default: the export's; with --max-decoding-length, needed)",
     )
+    parser.add_argument(  # its name before (RENAMED_FLAGS), hidden from --help
+        "--max-length", dest="max_decoding_length", type=int, help=argparse.SUPPRESS
+    )
     parser.add_argument(
         "--max-decoding-length",
-        "--max-length",  # its name before (RENAMED_FLAGS)
-        dest="max_decoding_length",
         type=int,
         help="most tokens generated, up to the export's max_decoding_length (default: that, "
         "sent as 0; exports made before limits were checked read 0 as 1, so give those "
@@ -252,7 +253,7 @@ def main(argv=None):
             "--max-decoding-length needs --beam-size (or --temperature): the options "
             "signature takes "
             "both, and the export's own beam size is not in its metadata (it is in "
-            "metadata.json beside the export)"
+            "assets.extra/keras_attention.json in the export)"
         )
     try:
         if args.input is None:

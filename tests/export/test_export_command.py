@@ -113,6 +113,20 @@ def test_the_export_flags_are_the_recipes_and_the_names_before_still_work():
         assert parse_arguments(["run", "--jit-compile"]).export_jit_compile
 
 
+def test_help_shows_the_new_names_only(capsys):
+    """The names before still work (above) but `--help` shows only today's."""
+    from keras_attention.export import client
+    from keras_attention.export.__main__ import parse_arguments
+
+    for parse in (parse_arguments, client.main):
+        with pytest.raises(SystemExit):
+            parse(["--help"])
+        shown = capsys.readouterr().out
+        assert "--export-jit-compile" in shown or "--max-decoding-length" in shown
+        for old in ("--jit-compile", "--max-length", "--base", "--overwrite "):
+            assert f" {old}" not in shown.replace("--export-jit-compile", ""), old
+
+
 def test_bad_decoding_flags_are_refused_by_name(exports, tmp_path, capsys):
     """A bad `--max-decoding-length` or `--length-penalty` stops the
     command with a message naming it, before anything is written; the
