@@ -31,18 +31,48 @@ def parse_arguments(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("model", help="a run folder, a TF Serving model folder or an export")
-    parser.add_argument("input", nargs="?", help="the texts, one a line (default: stdin)")
-    parser.add_argument("-o", "--output", help="where to write (default: stdout)")
+    # (ArgumentDefaultsHelpFormatter adds each default, unless the help
+    # names it: "%(default).0s" names it in no characters, where the help
+    # says what None means.)
+    parser.add_argument("input", nargs="?", help="the texts, one a line; none: stdin%(default).0s")
+    parser.add_argument("-o", "--output", help="where to write; none: stdout%(default).0s")
     parser.add_argument("--target-prefix-file", help="a target prefix for each line")
-    parser.add_argument("--beam-size", type=int, default=2)
-    parser.add_argument("--num-hypotheses", type=int, default=1)
-    parser.add_argument("--patience", type=float, default=1.0)
-    parser.add_argument("--length-penalty", type=float, default=1.0)
-    parser.add_argument("--repetition-penalty", type=float, default=1.0)
-    parser.add_argument("--no-repeat-ngram-size", type=int, default=0)
-    parser.add_argument("--min-decoding-length", type=int, default=1)
-    parser.add_argument("--max-decoding-length", type=int, default=256)
-    parser.add_argument("--disable-unk", action="store_true")
+    # CTranslate2's `translate_batch` options, with its defaults.
+    parser.add_argument("--beam-size", type=int, default=2, help="beams; 1 is greedy search")
+    parser.add_argument(
+        "--num-hypotheses", type=int, default=1, help="translations per line, best first"
+    )
+    parser.add_argument(
+        "--patience",
+        type=float,
+        default=1.0,
+        help="a line's search stops once round(beam size * patience) hypotheses ended",
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=1.0,
+        help="hypotheses rank by log-probability / length ** this",
+    )
+    parser.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=1.0,
+        help="above 1, tokens already written are made less likely",
+    )
+    parser.add_argument(
+        "--no-repeat-ngram-size",
+        type=int,
+        default=0,
+        help="no n-gram of this size is written twice (0: no rule)",
+    )
+    parser.add_argument(
+        "--min-decoding-length", type=int, default=1, help="the fewest tokens a translation has"
+    )
+    parser.add_argument(
+        "--max-decoding-length", type=int, default=256, help="the most tokens a translation has"
+    )
+    parser.add_argument("--disable-unk", action="store_true", help="never write the unknown token")
     parser.add_argument(
         "--replace-unknowns",
         action="store_true",
@@ -54,7 +84,12 @@ def parse_arguments(argv=None):
         default=32,
         help="the most texts (or tokens, with --batch-type tokens) per call of the model",
     )
-    parser.add_argument("--batch-type", choices=["examples", "tokens"], default="examples")
+    parser.add_argument(
+        "--batch-type",
+        choices=["examples", "tokens"],
+        default="examples",
+        help="what --max-batch-size counts",
+    )
     return parser.parse_args(argv)
 
 
