@@ -19,6 +19,7 @@ BENCHMARKS = (
     "run",
     "serving_speed",
     "translation_peer",
+    "main_job",
     "pretrained",
     "bert_classifier",
     "bpe_tokenizer",

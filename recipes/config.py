@@ -217,8 +217,9 @@ class TrainingConfig:
     )
 
     def model_presets(self):
-        """The names `--model-preset` may take: the chosen builder's presets."""
-        raise NotImplementedError
+        """The names `--model-preset` may take, the chosen builder's presets
+        (each recipe's config knows its builders; None: unchecked here)."""
+        return None
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -239,7 +240,7 @@ class TrainingConfig:
                 "--init-from RUN"
             )
         presets = self.model_presets()
-        if self.model_preset is not None and not self.init_from:
+        if None not in (self.model_preset, presets) and not self.init_from:
             check_choice("--model-preset", self.model_preset, presets)
         if not isinstance(self.model_overrides, dict):
             raise ValueError(
