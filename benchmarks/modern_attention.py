@@ -154,7 +154,7 @@ def extrapolation_rows(
                 *("--data-dir", str(Path(folder) / "tfds")),
                 *("--output-dir", str(output_dir)),
                 "--pack-texts",
-                *("--max-length", str(train_length)),
+                *("--max-input-length", str(train_length)),
                 *("--train-examples", str(train_examples)),
                 *("--epochs", str(epochs)),
                 *("--batch-size", "16"),

@@ -11,8 +11,8 @@ outputs agree.
    SentencePiece BPE `tokenizer.model`), greedy, batch 1, a prompt of ten
    tokens, 256 and 2,048 new tokens. Ours: the run that `python -m
    keras_attention.convert` writes, exported by `python -m
-   keras_attention.export RUN --jit-compile` once for each length (XLA
-   compiles the search of the export's own `max_length`), through its
+   keras_attention.export RUN --export-jit-compile` once for each length
+   (XLA compiles the search of the export's own `max_decoding_length`), through its
    `complete_with_options` signature, text in and text out. Peers:
    transformers' `generate`; KerasHub's `LlamaCausalLM.from_preset` on the
    same folder, `generate` after `compile(sampler="greedy",
@@ -20,7 +20,7 @@ outputs agree.
 2. **Marian** at OPUS-MT's size (d_model 512, 6 + 6 layers, 8 heads, FFN
    2048, swish, tied embeddings, SentencePiece unigram source and target
    models), beam 4, batches of 32 English sentences, text in and text out.
-   Ours: `python -m keras_attention.export RUN --jit-compile`, its
+   Ours: `python -m keras_attention.export RUN --export-jit-compile`, its
    `translate_with_options` signature. Peers: transformers' `generate`;
    CTranslate2 float32 on the same weights (`python -m
    keras_attention.export RUN --format ctranslate2`).
@@ -441,12 +441,19 @@ def llama_part(args, worker, work):
     def export(new_tokens):
         """Our export's `complete_with_options` for `new_tokens`: XLA runs the
         search of the export's own length, so each length has its export
-        (the run's `max_length`, as `generation_config.json` would set it)."""
-        config = json.loads((run / "config.json").read_text()) | {"max_length": new_tokens}
-        (run / "config.json").write_text(json.dumps(config))
-        command("keras_attention.export", run, "--jit-compile", "--export-version", new_tokens)
+        (its `--max-decoding-length`, as `generation_config.json` would
+        set it; prompts are cut to as many)."""
+        lengths = ["--max-input-length", new_tokens, "--max-decoding-length", new_tokens]
+        command(
+            "keras_attention.export",
+            run,
+            "--export-jit-compile",
+            *lengths,
+            "--export-version",
+            new_tokens,
+        )
         served = load_export(run, "complete_with_options", new_tokens)
-        options = {"beam_size": tf.constant([1]), "max_length": tf.constant([new_tokens])}
+        options = {"beam_size": tf.constant([1]), "max_decoding_length": tf.constant([new_tokens])}
         return lambda: (
             served(prompt=tf.constant([text]), **options)["completion"].numpy()[0].decode()
         )
@@ -506,11 +513,11 @@ def marian_part(args, worker, work):
     command(
         "keras_attention.convert", checkpoint, "--output-dir", run, "--no-export", "--overwrite"
     )
-    command("keras_attention.export", run, "--jit-compile")
+    command("keras_attention.export", run, "--export-jit-compile")
     command("keras_attention.export", run, "--format", "ctranslate2", "--export-dir", run / "ct2")
     served = load_export(run, "translate_with_options")
     config = json.loads((run / "config.json").read_text())
-    beam_size, max_length = config["beam_size"], config["max_length"]  # what XLA compiled
+    beam_size, max_length = config["beam_size"], config["max_decoding_length"]  # XLA's
     translator = ctranslate2.Translator(str(run / "ct2"), intra_threads=1, inter_threads=1)
     spm = sentencepiece.SentencePieceProcessor(model_file=str(checkpoint / "source.spm"))
     result |= {"sources": sources, "beam_size": beam_size, "max_length": max_length}
@@ -519,7 +526,7 @@ def marian_part(args, worker, work):
         texts = []
         for batch in batches:
             n = len(batch)
-            options = {"beam_size": [beam_size] * n, "max_length": [max_length] * n}
+            options = {"beam_size": [beam_size] * n, "max_decoding_length": [max_length] * n}
             options = {name: tf.constant(values) for name, values in options.items()}
             answer = served(text=tf.constant(batch), **options)
             texts += [text.decode() for text in answer["translation"].numpy()]

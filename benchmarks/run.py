@@ -213,7 +213,7 @@ def serving_rows(batch_sizes, max_length, repeats):
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         path = export.export_model(
-            model, folder, "bench", tokenizer, tokenizer, max_length=max_length, beam_size=1
+            model, folder, "bench", tokenizer, tokenizer, max_input_length=max_length, beam_size=1
         )
         signatures = tf.saved_model.load(str(path)).signatures
         for batch_size in batch_sizes:
@@ -248,7 +248,7 @@ def race_serving(signatures, in_process, in_process_static, texts, max_length, r
     batch_size = int(texts.shape[0])
     options = dict(
         beam_size=tf.ones([batch_size], tf.int32),
-        max_length=tf.fill([batch_size], max_length),
+        max_decoding_length=tf.fill([batch_size], max_length),
     )
 
     def serving_default():

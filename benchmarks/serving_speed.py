@@ -9,7 +9,7 @@ Three measures:
 1. **Throughput**: sentences per second over the test split's first
    sources, greedy and beam 4, at batch 1 and 32 (`--beam-sizes`,
    `--batch-sizes`). Ours: the run exported as a plain graph and with
-   `--jit-compile` (each request's search compiled by XLA), each loaded
+   `--export-jit-compile` (each request's search compiled by XLA), each loaded
    in this process as TF Serving loads it, and called through its
    `translate_batch` signature with every option given per row, as a
    service calls it. CTranslate2: the same weights
@@ -30,7 +30,7 @@ Three measures:
 Both engines get the same threads (`--threads`, 1 by default:
 TensorFlow's intra- and inter-op pools, and CTranslate2's
 `intra_threads`); on a busy 2-core machine two threads' timings swing
-widely. Sources are cut to the run's `--max-length` tokens on both sides.
+widely. Sources are cut to the run's `--max-input-length` tokens on both sides.
 Each throughput figure is the median of a few passes, all contenders in
 turn.
 """
@@ -353,9 +353,9 @@ def all_contenders(run_dir, folder, threads, **options):
     import ctranslate2
     import tensorflow_text  # noqa: F401  (a subword export's SentencePiece ops, as the server links them)
 
-    from keras_attention.run_files import RunFiles
+    from keras_attention.run_files import RunFiles, read_config
 
-    config = json.loads(RunFiles(run_dir).config.read_text())
+    config = read_config(RunFiles(run_dir).config)
     exports = our_exports(run_dir, Path(folder) / "serving")
     contenders = {name: our_translate_batch(path, **options) for name, path in exports.items()}
     split, join = None, None
@@ -364,7 +364,7 @@ def all_contenders(run_dir, folder, threads, **options):
         split, join = pieces_of(config, model) if split is None else (split, join)
         translator = ctranslate2.Translator(str(model), intra_threads=threads)
         contenders[f"ctranslate2_{name}"] = their_translate_batch(
-            translator, split, join, config["max_length"], **options
+            translator, split, join, config["max_input_length"], **options
         )
     return contenders, exports
 

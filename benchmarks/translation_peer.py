@@ -40,7 +40,7 @@ import tensorflow as tf
 from benchmarks import measure, opennmt
 from keras_attention.data import text_files
 from keras_attention.models.transformer import PRESETS as TRANSFORMER_PRESETS
-from keras_attention.run_files import RunFiles
+from keras_attention.run_files import RunFiles, read_config
 
 # The keras.io example's settings.
 PEER = dict(
@@ -219,7 +219,7 @@ def run_opennmt(environment, folder, our_run, train, validation, test, seconds):
     (see `benchmarks/opennmt.py`), once per warm-up of `OPENNMT_WARMUPS`;
     returns {warm-up: (its results, its test translations)}."""
     files = RunFiles(our_run)
-    config = json.loads(files.config.read_text())
+    config = read_config(files.config)
     if config["model"] != "transformer" or not files.vocabulary("source", "subword").exists():
         raise SystemExit("The OpenNMT-py peer needs our run to be a subword Transformer.")
     model = dict(TRANSFORMER_PRESETS[config["model_preset"] or "tiny"])
@@ -235,10 +235,10 @@ def run_opennmt(environment, folder, our_run, train, validation, test, seconds):
             files.vocabulary("source", "subword"),
             files.vocabulary("target", "subword"),
         )
-        settings = opennmt.config(work, model, config["max_length"], warmup_steps)
+        settings = opennmt.config(work, model, config["max_input_length"], warmup_steps)
         checkpoint, steps, trained = opennmt.train(commands, work, settings, seconds)
         predictions, decoding = opennmt.translate(
-            commands, work, checkpoint, [s for s, _ in test], 4, config["max_length"]
+            commands, work, checkpoint, [s for s, _ in test], 4, config["max_input_length"]
         )
         results[warmup_steps] = (
             {"training_seconds": trained, "steps": steps, "decoding_seconds": decoding},

@@ -19,6 +19,7 @@ goal is at least 0.95 (no more than 5% slower).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,18 @@ def baseline_package(revision, folder):
     return site
 
 
+def as_before(run_dir, folder):
+    """A copy of the run in `folder` whose config.json also says
+    `max_length`, the name the baseline's code reads (`max_input_length`
+    today); returns `folder`."""
+    shutil.copytree(run_dir, folder, ignore=shutil.ignore_patterns("serving", "checkpoints"))
+    config_file = Path(folder) / "config.json"
+    config = json.loads(config_file.read_text())
+    config["max_length"] = config.get("max_input_length", config.get("max_length"))
+    config_file.write_text(json.dumps(config))
+    return folder
+
+
 def export(run_dir, folder, package=None):
     """`python -m keras_attention.export RUN_DIR` into `folder`, by today's
     package or the one installed in `package`; returns the version folder."""
@@ -82,15 +95,18 @@ def export(run_dir, folder, package=None):
 
 def calls(export_path, texts, beam_size, max_length):
     """Each signature of `SIGNATURES` called on `texts`, as a function
-    returning its answers."""
+    returning its answers. (The options signature's length input is
+    `max_length` in the baseline's export, `max_decoding_length` today.)"""
     signatures = tf.saved_model.load(str(export_path)).signatures
     size = len(texts)
+    options = signatures["translate_with_options"].structured_input_signature[1]
+    length_input = "max_decoding_length" if "max_decoding_length" in options else "max_length"
     inputs = {
         "serving_default": {"text": tf.constant(texts)},
         "translate_with_options": {
             "text": tf.constant(texts),
             "beam_size": tf.fill([size], beam_size),
-            "max_length": tf.fill([size], max_length),
+            length_input: tf.fill([size], max_length),
         },
     }
     return {
@@ -101,14 +117,18 @@ def calls(export_path, texts, beam_size, max_length):
 
 def run(run_dir, sentences, repeats, baseline=BASELINE):
     """Rows of (signature, batch size, both medians, their ratio)."""
-    config = json.loads((Path(run_dir) / "config.json").read_text())
+    from keras_attention.run_files import read_config
+
+    config = read_config(Path(run_dir) / "config.json")
     beam_size = int(config.get("beam_size") or 1)
-    max_length = int(config["max_length"])
+    max_length = int(config["max_input_length"])
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         package = baseline_package(baseline, Path(folder) / "baseline_package")
         exports = {
-            "baseline": export(run_dir, Path(folder) / "baseline", package),
+            "baseline": export(
+                as_before(run_dir, Path(folder) / "run"), Path(folder) / "baseline", package
+            ),
             "today": export(run_dir, Path(folder) / "today"),
         }
         for batch_size in BATCH_SIZES:
