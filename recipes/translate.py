@@ -163,12 +163,15 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config, strate
     export's input steps (UTF-8 repair, tokenise, truncate) and a search
     compiled for the backend (`RunStrategy.compile_decoding`)."""
     max_input_length, max_decoding_length = decoding_limits(dataclasses.asdict(config))
-    penalty = {} if config.length_penalty is None else {"length_penalty": config.length_penalty}
 
     def search(ids):
         if config.beam_size > 1:
             output, _ = decoding.beam_search(
-                model, ids, max_decoding_length, beam_size=config.beam_size, **penalty
+                model,
+                ids,
+                max_decoding_length,
+                beam_size=config.beam_size,
+                length_penalty=config.length_penalty,
             )
             return output
         return decoding.greedy_search(model, ids, max_decoding_length)

@@ -18,13 +18,16 @@ from keras_attention.decoding._loop import (
 )
 from keras_attention.utils import END_ID, NEG_INF, PAD_ID, START_ID, slice_update
 
+# beam_search's length penalty when none is given (see its docstring).
+LENGTH_PENALTY = 0.6
+
 
 def beam_search(
     model,
     inputs,
     max_decoding_length=None,
     beam_size=4,
-    length_penalty=0.6,
+    length_penalty=LENGTH_PENALTY,
     start_id=START_ID,
     end_id=END_ID,
     use_cache=True,
@@ -56,8 +59,8 @@ def beam_search(
         beam_size: int, the number of live beams. 1 is greedy search (as
             in CTranslate2 and OpenNMT). In a TF graph also a scalar int32
             tensor.
-        length_penalty: float alpha; 0 ranks by raw log-probability.
-            Default 0.6 rather than CTranslate2's and Hugging Face's 1: on
+        length_penalty: float alpha; 0 ranks by raw log-probability;
+            None is the default. Default 0.6 rather than CTranslate2's and Hugging Face's 1: on
             the English-French run (beam 4), 1 lengthened translations and
             scored 0.3 to 1.1 BLEU less on the validation and test splits.
         return_all_beams: bool, return every finished hypothesis kept, not
@@ -70,6 +73,8 @@ def beam_search(
         finished ones, best first: ids `[B, K, ...]` and scores `[B, K]`
         (a row with fewer than K finished scores the rest `NEG_INF`).
     """
+    if length_penalty is None:
+        length_penalty = LENGTH_PENALTY
     _check_positive_int("beam_size", beam_size)
     if return_all_beams and ops.is_tensor(beam_size):
         raise ValueError("return_all_beams=True needs a Python int beam_size, not a tensor")

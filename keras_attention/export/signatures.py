@@ -240,7 +240,7 @@ class TranslationServer(Server):
         input_limit, decoding_limit = settings.max_input_length, settings.decoding_length
         beam_size = export_beam_size = settings.beam_size
         jit_compile = settings.jit_compile
-        penalty = export_penalty(settings)
+        penalty = settings.length_penalty  # (None: beam search's own)
         buckets = length_buckets(input_limit)
         self.option_inputs = {
             "translate_with_options": {
@@ -253,7 +253,8 @@ class TranslationServer(Server):
         self.text_inputs = {"score_batch": "source"}
 
         def search(source_ids, beams, length):
-            return beam_search(model, source_ids, length, beam_size=beams, **penalty)[0]
+            ids, _ = beam_search(model, source_ids, length, beam_size=beams, length_penalty=penalty)
+            return ids
 
         @tf.function(jit_compile=True)
         def compiled_search(source_ids):
@@ -403,7 +404,7 @@ class LanguageModelServer(Server):
         max_input_length, decoding_limit = settings.max_input_length, settings.decoding_length
         beam_size = export_beam_size = settings.beam_size
         jit_compile = settings.jit_compile
-        penalty = export_penalty(settings)
+        penalty = settings.length_penalty  # (None: beam search's own)
         # Learned positions end somewhere: <s>, the prompt and what is
         # generated must fit in the model's `max_position_embeddings`.
         positions = model.max_position_embeddings
@@ -452,7 +453,9 @@ class LanguageModelServer(Server):
 
         def search(beam_size):
             def decode(prompt_ids, new_tokens):
-                return beam_search(model, prompt_ids, new_tokens, beam_size=beam_size, **penalty)[0]
+                return beam_search(
+                    model, prompt_ids, new_tokens, beam_size=beam_size, length_penalty=penalty
+                )[0]
 
             return decode
 
@@ -461,7 +464,11 @@ class LanguageModelServer(Server):
             # Every row may take the export's `max_decoding_length`
             # (positions do not end), a number XLA compiles into the program.
             return beam_search(
-                model, prompt_ids, decoding_limit, beam_size=export_beam_size, **penalty
+                model,
+                prompt_ids,
+                decoding_limit,
+                beam_size=export_beam_size,
+                length_penalty=penalty,
             )[0]
 
         @tf.function  # traced once, shared by the signatures that use it
@@ -537,11 +544,6 @@ class LanguageModelServer(Server):
             name=self.server_name,
             with_defaults=["generate_batch"],
         )
-
-
-def export_penalty(settings):
-    """The length penalty keyword the export's beam searches take."""
-    return {} if settings.length_penalty is None else {"length_penalty": settings.length_penalty}
 
 
 def make_server(model, tokenizer, target_tokenizer, settings):
