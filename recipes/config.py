@@ -15,7 +15,8 @@ from keras_attention.data import datasets, text_files
 from keras_attention.data.tokenizers import TOKENIZERS
 from keras_attention.models.zoo_model import UnknownArgument
 from keras_attention.recipes import resume
-from keras_attention.recipes.strategy import STRATEGIES, ExportFailed, check_backend_options
+from keras_attention.recipes.run_export import ExportFailed
+from keras_attention.recipes.strategy import STRATEGIES, check_backend_options
 from keras_attention.renamed_flags import warn_of_renamed_flags
 from keras_attention.utils import check_choice
 

@@ -38,7 +38,9 @@ from keras_attention.recipes.config import (
     TrainingConfig,
     flag_name,
 )
-from keras_attention.recipes.strategy import make_strategy, saving_alone
+from keras_attention.recipes.jax_job import saving_alone
+from keras_attention.recipes.run_export import export_run
+from keras_attention.recipes.strategy import make_strategy
 from keras_attention.run_files import RunFiles, read_config
 from keras_attention.utils import check_choice
 
@@ -181,6 +183,13 @@ def make_optimizer(config, model_dim):
     )
 
 
+def step_compiles(jit_compile):
+    """Whether the train step is compiled by XLA, given `--jit-compile`:
+    always on JAX (`jax.jit`). A compiled step gets every batch padded to
+    one of a few widths, so it compiles a few times."""
+    return jit_compile or keras.backend.backend() == "jax"
+
+
 def batching(config, compiles, train_examples=0, epoch=0):
     """The batching arguments of `keras_attention.data.pipeline` for this run.
 
@@ -211,7 +220,8 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
     returns the training time in seconds.
 
     `train_batches(epoch)` gives that epoch's training batches, the same
-    ones every time it is asked. Every worker resumes from the chief's
+    ones every time it is asked; they and the `validation` batches reach
+    the replicas as `strategy` distributes them. Every worker resumes from the chief's
     checkpoints, which only the chief writes.
 
     Each `fit` is told how many steps its epoch has. Left to find the end
@@ -240,6 +250,8 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
     # The same for the validation pass, which would otherwise warn that its
     # input "ran out of data" at the end of every epoch.
     validation_steps = count_batches(validation) if validation is not None else None
+    if validation is not None:
+        validation = strategy.distribute(validation)
     tensorboard = keras.callbacks.TensorBoard(str(RunFiles(output_dir).logs))
     progress = resume.EpochProgress(config.epochs)
     started = time.time()
@@ -249,7 +261,7 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
             continue  # killed between the epoch's last step and its end
         # A fresh dataset: its first pass has the order the killed run's had.
         model.fit(
-            train_batches(epoch).skip(position.step),
+            strategy.distribute(train_batches(epoch)).skip(position.step),
             steps_per_epoch=steps_per_epoch - position.step,
             shuffle=False,  # the pipeline shuffles, with a seed per epoch
             validation_data=validation,
@@ -303,8 +315,8 @@ class Evaluation:
 
 class Recipe:
     """One run of a recipe, in the same order for every recipe: `run()`
-    starts the run (seeds, precision, the strategy `self.strategy`, its
-    folder and config), then calls the parts each recipe fills in, each
+    starts the run (seeds, precision, the strategy, its folder and
+    config), then calls the parts each recipe fills in, each
     handing what it made to the next:
 
     1. `prepare(output_dir) -> Data`: the data, the choices made for it and
@@ -336,20 +348,18 @@ class Recipe:
 
     def training_and_validation(self, pipeline, train, train_count, validation):
         """`train_batches(epoch)` and the validation batches, each made by
-        `pipeline(data, **batching arguments)` (see `batching`) and
-        distributed as the strategy needs; `train_count` is the number of
-        training examples (the shuffle buffer)."""
-        distribute = self.strategy.distribute
+        `pipeline(data, **batching arguments)` (see `batching`);
+        `train_count` is the number of training examples (the shuffle
+        buffer). `fit` distributes them as the strategy needs."""
 
         def train_batches(epoch):
-            return distribute(pipeline(train, **self.batching(train_count, epoch)))
+            return pipeline(train, **self.batching(train_count, epoch))
 
-        return train_batches, distribute(pipeline(validation, **self.batching()))
+        return train_batches, pipeline(validation, **self.batching())
 
     def batching(self, train_examples=0, epoch=0):
         """The batching arguments of this run (see `batching`)."""
-        compiles = self.strategy.compiles(self.config.jit_compile)
-        return batching(self.config, compiles, train_examples, epoch)
+        return batching(self.config, step_compiles(self.config.jit_compile), train_examples, epoch)
 
     def read_files(self, read):
         """`{"train": [...], "validation": [...], "test": [...]}` from
@@ -482,7 +492,7 @@ class Recipe:
         the version folder."""
         config = data.config
         base = Path(config.export_dir or RunFiles(output_dir).serving)
-        return self.strategy.export(
+        return export_run(
             model,
             output_dir,
             base,
@@ -497,8 +507,7 @@ class Recipe:
 
     def run(self):
         # `output_dir` is this process's: workers other than the chief write apart.
-        self.strategy, output_dir = start_run(self.config)
-        strategy = self.strategy
+        strategy, output_dir = start_run(self.config)
         data = self.prepare(output_dir)
         config = data.config  # with what `prepare` chose for the data
         files = RunFiles(output_dir)
@@ -512,7 +521,7 @@ class Recipe:
                 # Weighted: a batch filled with empty rows weighs them 0
                 # (`strategy.fill_and_share`); unweighted batches count alike.
                 weighted_metrics=metrics,
-                jit_compile=strategy.compiles(config.jit_compile),
+                jit_compile=step_compiles(config.jit_compile),
             )
         print(
             f"{self.model_name} ({config.model_preset}): {model.count_params():,} parameters, "

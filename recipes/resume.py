@@ -28,7 +28,7 @@ import keras
 import numpy as np
 
 from keras_attention.files import write_folder_atomically
-from keras_attention.recipes.strategy import saving_alone
+from keras_attention.recipes.jax_job import saving_alone
 
 POSITION_FILE = "position.json"
 WEIGHTS_FILE = "model.weights.h5"

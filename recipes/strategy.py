@@ -1,27 +1,21 @@
 """What a run trains under, one interface for each Keras backend.
 
 On TensorFlow a run trains under a `tf.distribute` strategy; on JAX under
-`keras.distribution`. The recipes ask a `RunStrategy` only what they need
-(its scope, how many replicas, which process this is, how batches reach
-the replicas, whether the step compiles, how the run is exported), so the
-backends differ here and nowhere else in the recipes.
+`keras.distribution`. A `RunStrategy` distributes and nothing else: the
+recipes ask it its scope, how many replicas train, which process this is
+and where it writes, and how batches reach the replicas.
 """
 
 import atexit
 import contextlib
-import dataclasses
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
-from keras_attention.export import export_model, next_version
+from keras_attention.recipes import jax_job
 
 # What each backend trains under: tf.distribute strategies on TensorFlow,
 # keras.distribution on JAX.
@@ -30,9 +24,6 @@ BACKEND_STRATEGIES = {
     "jax": ("default", "data_parallel"),
 }
 STRATEGIES = tuple(dict.fromkeys(name for names in BACKEND_STRATEGIES.values() for name in names))
-
-# Set for every process of a multi-process JAX job (see `join_processes`).
-MULTI_HOST_VARIABLES = ("KERAS_DISTRIBUTION_JOB_ADDRESSES", "KERAS_DISTRIBUTION_NUM_PROCESSES")
 
 
 def check_backend_options(strategy, jit_compile, deterministic):
@@ -96,27 +87,6 @@ class RunStrategy:
         """The batches as the replicas read them."""
         return dataset
 
-    def compiles(self, jit_compile):
-        """Whether the train step is compiled by XLA, given `--jit-compile`
-        (then every batch is padded to one of a few widths, so it compiles
-        a few times)."""
-        raise NotImplementedError
-
-    def compile_decoding(self, model, search, max_input_length):
-        """`search(ids) -> ids` (a decoding of `model`) compiled for this
-        backend; the returned function takes numpy ids `[B, S]`, S <=
-        `max_input_length`, and returns numpy-convertible ids."""
-        raise NotImplementedError
-
-    def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
-        """Exports the run's `model` (saved in `output_dir`) with its
-        tokenisers to TF Serving's layout under `base`, as the run's config
-        says (`--export-name`, `--export-version`, `--overwrite-export`,
-        `--max-input-length`, `--export-jit-compile`, ...; see
-        `keras_attention.export.export_model`), and returns the version
-        folder."""
-        raise NotImplementedError
-
 
 class TensorFlowStrategy(RunStrategy):
     """`default` (one device, as TensorFlow places it), `mirrored` (every
@@ -170,29 +140,6 @@ class TensorFlowStrategy(RunStrategy):
     def distribute(self, dataset):
         return shard_by_data(dataset) if self.name == "multi_worker" else dataset
 
-    def compiles(self, jit_compile):
-        return jit_compile
-
-    def compile_decoding(self, model, search, max_input_length):
-        # No AutoGraph: the decoding loops are `keras.ops` code that JAX
-        # traces as it is, and converting them costs seconds a trace.
-        return tf.function(search, reduce_retracing=True, autograph=False)
-
-    def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
-        return export_model(
-            model,
-            base,
-            config.export_name,
-            tokenizer,
-            target_tokenizer,
-            max_input_length=config.max_input_length,
-            version=config.export_version,
-            jit_compile=config.export_jit_compile,
-            overwrite=config.overwrite_export,
-            config=dataclasses.asdict(config),
-            **arguments,
-        )
-
 
 def shard_by_data(dataset):
     """Every worker reads the same batches and keeps its replicas' share of
@@ -200,83 +147,6 @@ def shard_by_data(dataset):
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return dataset.with_options(options)
-
-
-@contextlib.contextmanager
-def saving_alone():
-    """A context in which one process of a multi-process JAX job saves on
-    its own. Keras's saving makes a few variables of its own (a blank
-    optimizer, to learn which attributes to skip); made under the job's
-    distribution, each would wait for every process to make it too. The
-    weights themselves are copied on every process, so reading them needs
-    no other. Nothing changes for a single process or on TensorFlow."""
-    distribution = keras.distribution.distribution() if keras.backend.backend() == "jax" else None
-    if distribution is None:
-        yield
-        return
-    keras.distribution.set_distribution(None)
-    try:
-        yield
-    finally:
-        keras.distribution.set_distribution(distribution)
-
-
-def join_processes(timeout):
-    """Joins this process to the JAX job that `KERAS_DISTRIBUTION_JOB_ADDRESSES`
-    (the coordinator's `host:port` first), `KERAS_DISTRIBUTION_NUM_PROCESSES`
-    and `KERAS_DISTRIBUTION_PROCESS_ID` describe, as
-    `keras.distribution.initialize()` would, but waiting at most `timeout`
-    seconds for the others, then stopping with a message that names the
-    coordinator. (JAX's own time-out ends the process from C++, with a trace
-    that blames another task, so a watch of our own ends it first.) A
-    process that stops answering later ends the others `timeout` seconds on
-    (JAX's heartbeat)."""
-    import jax
-
-    coordinator = os.environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"].split(",")[0].strip()
-    count = _process_variable("KERAS_DISTRIBUTION_NUM_PROCESSES", 1)
-    index = _process_variable("KERAS_DISTRIBUTION_PROCESS_ID", 0)
-    if index >= count:
-        raise SystemExit(
-            f"error: KERAS_DISTRIBUTION_PROCESS_ID={index} is not below "
-            f"KERAS_DISTRIBUTION_NUM_PROCESSES={count}"
-        )
-    print(f"Process {index} of {count}: joining the job at {coordinator}", flush=True)
-    message = (
-        f"error: process {index} of {count} could not join the JAX job at {coordinator} "
-        f"(KERAS_DISTRIBUTION_JOB_ADDRESSES) within --join-timeout {timeout} s. Start every "
-        "process with the same address and KERAS_DISTRIBUTION_NUM_PROCESSES, each with its "
-        "own KERAS_DISTRIBUTION_PROCESS_ID, process 0 on the coordinator's host."
-    )
-    watch = threading.Timer(timeout, _stop, args=(message,))
-    watch.daemon = True
-    watch.start()
-    try:
-        jax.distributed.initialize(
-            coordinator_address=coordinator,
-            num_processes=count,
-            process_id=index,
-            initialization_timeout=timeout + 60,  # ours ends it first
-            heartbeat_timeout_seconds=timeout,
-        )
-    finally:
-        watch.cancel()
-
-
-def _stop(message):
-    print(message, file=sys.stderr, flush=True)
-    os._exit(1)  # the main thread is waiting inside JAX
-
-
-def _process_variable(name, minimum):
-    value = os.environ.get(name, "")
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < minimum:
-        raise SystemExit(f"error: {name}={value!r}: an integer >= {minimum} is needed")
-    return number
 
 
 def fill_and_share(dataset, batch_size, processes, index):
@@ -312,13 +182,9 @@ class JaxStrategy(RunStrategy):
     the whole run. When `KERAS_DISTRIBUTION_JOB_ADDRESSES` and
     `KERAS_DISTRIBUTION_NUM_PROCESSES` are set (a multi-process job, with
     `KERAS_DISTRIBUTION_PROCESS_ID` per process), the process first joins
-    the job (`join_processes`). Each process then reads its share of every
+    the job (`jax_job.join_processes`). Each process then reads its share of every
     batch (`fill_and_share`), and only process 0 writes the run's files:
     the others write in a temporary folder, removed when they end.
-
-    The step always compiles (`jax.jit`), and the export, a TensorFlow
-    SavedModel, is made from the saved `model.keras` by `python -m
-    keras_attention.export` on TensorFlow.
     """
 
     def __init__(self, name, batch_size, join_timeout=300):
@@ -327,7 +193,7 @@ class JaxStrategy(RunStrategy):
         self.name = name
         self.batch_size = batch_size
         distribution = None
-        job = all(os.environ.get(variable) for variable in MULTI_HOST_VARIABLES)
+        job = jax_job.in_a_job()
         if job and name != "data_parallel":
             # Each process would train alone, all writing the same files.
             raise SystemExit(
@@ -336,7 +202,7 @@ class JaxStrategy(RunStrategy):
             )
         if name == "data_parallel":
             if job:
-                join_processes(join_timeout)
+                jax_job.join_processes(join_timeout)
             distribution = keras.distribution.DataParallel()
             # Each process's share is made in `distribute` (Keras's own
             # needs batches of a static size, which buckets are not).
@@ -366,53 +232,3 @@ class JaxStrategy(RunStrategy):
 
     def scope(self):
         return contextlib.nullcontext()  # set for the whole run
-
-    def compiles(self, jit_compile):
-        return True
-
-    def compile_decoding(self, model, search, max_input_length):
-        import jax
-        import numpy as np
-
-        # The weights are arguments, not constants folded into the program.
-        @jax.jit
-        def search_with(weights, ids):
-            mapping = list(zip(model.variables, weights, strict=True))
-            with keras.StatelessScope(state_mapping=mapping):
-                return search(ids)
-
-        def decode(ids):
-            # Padded to `max_input_length`, so the search compiles once.
-            ids = np.pad(ids, [(0, 0), (0, max_input_length - ids.shape[1])])
-            return search_with([variable.value for variable in model.variables], ids)
-
-        return decode
-
-    def export(self, model, output_dir, base, config, tokenizer, target_tokenizer, **arguments):
-        return export_with_tensorflow(output_dir, base, config)
-
-
-class ExportFailed(RuntimeError):
-    """The export command, run for a model trained on another backend, failed."""
-
-
-def export_with_tensorflow(output_dir, base, config):
-    """A run trained on another backend (JAX) is exported from its saved
-    `model.keras` by `python -m keras_attention.export`, which runs on
-    TensorFlow; returns the version folder."""
-    # The version is chosen here, so the folder the command writes is known.
-    version = config.export_version or next_version(Path(base) / config.export_name)
-    command = [sys.executable, "-m", "keras_attention.export", str(output_dir)]
-    command += ["--export-dir", str(base), "--export-name", config.export_name]
-    command += ["--export-version", str(version)]
-    if config.overwrite_export:
-        command.append("--overwrite-export")
-    if config.export_jit_compile:
-        command.append("--export-jit-compile")
-    print(f"Exporting with TensorFlow: {' '.join(command[1:])}", flush=True)
-    environment = {**os.environ, "KERAS_BACKEND": "tensorflow"}
-    environment.pop("XLA_FLAGS", None)  # the JAX run's device settings
-    result = subprocess.run(command, env=environment, capture_output=True, text=True)
-    if result.returncode:
-        raise ExportFailed(f"{' '.join(command[1:])} failed:\n{result.stderr[-3000:].strip()}")
-    return Path(base) / config.export_name / str(version)

@@ -39,6 +39,7 @@ from keras_attention.models import (
     transformer,
 )
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
+from keras_attention.recipes.compiled_decoding import compile_decoding
 from keras_attention.recipes.config import (
     TrainingConfig,
     document_flags,
@@ -158,10 +159,10 @@ def texts(pairs):
     return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator()]
 
 
-def translate(model, source_tokenizer, target_tokenizer, sources, config, strategy):
+def translate(model, source_tokenizer, target_tokenizer, sources, config):
     """Python strings in, Python strings out, decoded in batches with the
     export's input steps (UTF-8 repair, tokenise, truncate) and a search
-    compiled for the backend (`RunStrategy.compile_decoding`)."""
+    compiled for the backend (`compiled_decoding`)."""
     max_input_length, max_decoding_length = decoding_limits(dataclasses.asdict(config))
 
     def search(ids):
@@ -176,7 +177,7 @@ def translate(model, source_tokenizer, target_tokenizer, sources, config, strate
             return output
         return decoding.greedy_search(model, ids, max_decoding_length)
 
-    decode = strategy.compile_decoding(model, search, max_input_length)
+    decode = compile_decoding(model, search, max_input_length)
     outputs = []
     for start in range(0, len(sources), config.eval_batch_size):
         batch = tf.constant(sources[start : start + config.eval_batch_size])
@@ -197,7 +198,7 @@ TUNING_EXAMPLES = 1000
 BEAM_SIZE_GAIN = 0.3
 
 
-def tune_decoding(model, data, strategy, given):
+def tune_decoding(model, data, given):
     """`data.config` with the beam size and length penalty that score the
     best sacreBLEU on the validation split, for those `given` (the config
     as the user gave it) leaves None. Prints each trial."""
@@ -212,9 +213,7 @@ def tune_decoding(model, data, strategy, given):
     def trial(beam_size, length_penalty):
         if (beam_size, length_penalty) not in scores:
             tried = dataclasses.replace(config, beam_size=beam_size, length_penalty=length_penalty)
-            predictions = translate(
-                model, data.tokenizer, data.target_tokenizer, sources, tried, strategy
-            )
+            predictions = translate(model, data.tokenizer, data.target_tokenizer, sources, tried)
             score = sacrebleu.corpus_bleu(predictions, [references]).score
             scores[beam_size, length_penalty] = score
             print(f"  beam {beam_size}, length penalty {length_penalty}: sacreBLEU {score:.2f}")
@@ -376,13 +375,11 @@ class TranslateRecipe(Recipe):
         search, first the beam size and length penalty left to the recipe
         (`tune_decoding`)."""
         if data.config.tune_decoding and data.config.beam_size > 1:
-            data.config = tune_decoding(model, data, self.strategy, given=self.config)
+            data.config = tune_decoding(model, data, given=self.config)
         config = data.config
         test = texts(data.test.take(config.test_examples or -1))
         sources, references = [s for s, _ in test], [t for _, t in test]
-        predictions = translate(
-            model, data.tokenizer, data.target_tokenizer, sources, config, self.strategy
-        )
+        predictions = translate(model, data.tokenizer, data.target_tokenizer, sources, config)
         correct = sum(p == t for p, t in zip(predictions, references, strict=True))
         bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
         bleu_score = bleu.corpus_score(predictions, [references])

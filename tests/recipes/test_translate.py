@@ -133,13 +133,13 @@ def test_the_decoding_is_chosen_on_the_validation_split(monkeypatch, capsys):
     best = {(4, 1.0): 2, (8, 1.0): 3, (2, 1.0): 2}
     asked = []
 
-    def decode(model, tokenizer, target_tokenizer, sources, tried, strategy):
+    def decode(model, tokenizer, target_tokenizer, sources, tried):
         asked.append((tried.beam_size, tried.length_penalty))
         right = best.get((tried.beam_size, tried.length_penalty), 1)
         return references[:right] + ["non"] * (len(references) - right)
 
     monkeypatch.setattr(translate, "translate", decode)
-    chosen = translate.tune_decoding(None, data, None, given=translate.TranslateConfig())
+    chosen = translate.tune_decoding(None, data, given=translate.TranslateConfig())
     assert (chosen.beam_size, chosen.length_penalty) == (8, 1.0)
     assert asked == [(4, 0.3), (4, 0.6), (4, 1.0), (2, 1.0), (8, 1.0)]
     assert "Chosen on the validation split: --beam-size 8 --length-penalty 1.0" in (
@@ -147,17 +147,17 @@ def test_the_decoding_is_chosen_on_the_validation_split(monkeypatch, capsys):
     )
     asked.clear()
     given = translate.TranslateConfig(beam_size=4)
-    chosen = translate.tune_decoding(None, data, None, given=given)
+    chosen = translate.tune_decoding(None, data, given=given)
     assert (chosen.beam_size, chosen.length_penalty) == (4, 1.0)
     assert asked == [(4, 0.3), (4, 0.6), (4, 1.0)]
     asked.clear()
     best[2, 0.6] = 3
     data.config = dataclasses.replace(config, length_penalty=0.6)  # as the user gave it
     given = translate.TranslateConfig(length_penalty=0.6)
-    chosen = translate.tune_decoding(None, data, None, given)
+    chosen = translate.tune_decoding(None, data, given)
     assert (chosen.beam_size, chosen.length_penalty) == (2, 0.6)
     assert asked == [(4, 0.6), (2, 0.6), (8, 0.6)]
     # Better, but by less than BEAM_SIZE_GAIN: the run's own beam size stays.
     monkeypatch.setattr(translate, "BEAM_SIZE_GAIN", 200.0)
-    chosen = translate.tune_decoding(None, data, None, given)
+    chosen = translate.tune_decoding(None, data, given)
     assert (chosen.beam_size, chosen.length_penalty) == (4, 0.6)
