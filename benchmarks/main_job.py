@@ -4,6 +4,8 @@ offline dates task, the `tiny` Transformer), and its Bahdanau-RNN preset.
     python -m benchmarks.main_job                       # both, one after the other
     python -m benchmarks.main_job --presets dates       # the main job only
     python -m benchmarks.main_job --smoke               # 200 examples, 1 epoch: it runs
+    python -m benchmarks.main_job --presets dates --time-budget 6 \
+        --json benchmarks/results_time_budget.json      # with --time-budget 6
 
 Each run is the recipe's own command in a process of its own, into a
 fresh folder; the results are what it wrote to `evaluation.json` (exact
@@ -33,13 +35,15 @@ def run_recipe(preset, folder, flags):
     subprocess.run(command, check=True)
     seconds = time.perf_counter() - started
     evaluation = json.loads((Path(folder) / "evaluation.json").read_text())
-    return {"preset": preset, **evaluation, "wall_seconds": round(seconds, 1)}
+    epochs = json.loads((Path(folder) / "config.json").read_text())["epochs"]
+    return {"preset": preset, **evaluation, "epochs": epochs, "wall_seconds": round(seconds, 1)}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS))
     parser.add_argument("--smoke", action="store_true", help="a few examples, one epoch")
+    parser.add_argument("--time-budget", type=float, help="the recipe's --time-budget, minutes")
     parser.add_argument("--json", default="benchmarks/results_main_job.json", help="where to write")
     args = parser.parse_args(argv)
 
@@ -49,6 +53,8 @@ def main(argv=None):
     results = {**measure.provenance("main_job", argv), "smoke": args.smoke}
     print(report.describe(results["machine"]), flush=True)
     flags = SMOKE_FLAGS if args.smoke else ()
+    if args.time_budget:
+        flags += ("--time-budget", str(args.time_budget))
     with tempfile.TemporaryDirectory() as folder:
         results["rows"] = [
             run_recipe(preset, Path(folder) / preset, flags) for preset in args.presets
@@ -61,6 +67,7 @@ def main(argv=None):
             ("exact_match", "exact match", ".4f"),
             ("sacrebleu", "sacreBLEU", ".2f"),
             ("training_seconds", "training s", ".0f"),
+            ("epochs", "epochs", "d"),
             ("wall_seconds", "whole command s", ".0f"),
         ],
     )

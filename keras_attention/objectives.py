@@ -54,6 +54,45 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
+class DecayToEnd(keras.optimizers.schedules.LearningRateSchedule):
+    """The `base` learning rate (a number or a schedule), falling linearly
+    to 0 over the last `decay_share` of `total_steps` ("warm-up, stable,
+    decay"): the steps before the decay do not depend on `total_steps`, so
+    a run may learn how many steps it has after its first ones. Without
+    `total_steps` (None), the base rate as it is."""
+
+    def __init__(self, base, total_steps=None, decay_share=0.2):
+        if not 0 < decay_share <= 1:
+            raise ValueError(f"`decay_share` must be in (0, 1]; got {decay_share}")
+        if isinstance(base, dict):  # as get_config gives it
+            base = keras.saving.deserialize_keras_object(base)
+        self.base = base
+        self.total_steps = total_steps
+        self.decay_share = decay_share
+
+    @property
+    def decay_start(self):
+        """The first step of the decay (None without `total_steps`)."""
+        if self.total_steps is None:
+            return None
+        return int(self.total_steps * (1 - self.decay_share))
+
+    def __call__(self, step):
+        rate = self.base(step) if callable(self.base) else self.base
+        if self.total_steps is None:
+            return rate
+        left = self.total_steps - ops.cast(step, "float32")
+        length = self.total_steps - self.decay_start
+        return rate * ops.clip(left / length, 0.0, 1.0)
+
+    def get_config(self):
+        base = self.base
+        if isinstance(base, keras.optimizers.schedules.LearningRateSchedule):
+            base = keras.saving.serialize_keras_object(base)
+        return {"base": base, "total_steps": self.total_steps, "decay_share": self.decay_share}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
 class MaskedAccuracy(keras.metrics.Mean):
     """Token accuracy over real (unpadded) positions only."""
 

@@ -14,9 +14,10 @@ import typing
 from keras_attention.data import datasets, text_files
 from keras_attention.data.tokenizers import TOKENIZERS
 from keras_attention.models.zoo_model import UnknownArgument
-from keras_attention.recipes import resume
+from keras_attention.recipes import jax_job, resume
 from keras_attention.recipes.run_export import ExportFailed
 from keras_attention.recipes.strategy import STRATEGIES, check_backend_options
+from keras_attention.recipes.time_budget import TimeBudgetTooShort
 from keras_attention.renamed_flags import warn_of_renamed_flags
 from keras_attention.utils import check_choice
 
@@ -38,6 +39,7 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 RESUMABLE_CHANGES = (
     "output_dir",  # the same folder, perhaps written another way
     "epochs",
+    "time_budget",  # a run whose budget was planned keeps it (time_budget.py)
     "join_timeout",
     "checkpoint_every",
     "test_examples",
@@ -156,7 +158,16 @@ class TrainingConfig:
     )
     batch_size: int = flag(64, "global batch size, split over the replicas", positive=True)
     epochs: int | None = flag(
-        None, "passes over the training split; None: chosen for the data", positive=True
+        None,
+        "passes over the training split; None: chosen for the data (with --time-budget: "
+        "the most planned)",
+        positive=True,
+    )
+    time_budget: float | None = flag(
+        None,
+        "minutes of training, validation included: the first steps are timed, the "
+        "epochs planned to fit, and the learning rate decays to 0 at the end",
+        positive=True,
     )
     shuffle: bool = flag(True, "reshuffle the training examples every epoch")
     learning_rate: float = flag(2e-3, "peak learning rate (constant schedule)", positive=True)
@@ -235,6 +246,12 @@ class TrainingConfig:
             if getattr(self, name) and not self.train_file:
                 raise ValueError(f"--{name.replace('_', '-')} needs --train-file")
         check_backend_options(self.strategy, self.jit_compile, self.deterministic)
+        if self.time_budget and (self.strategy == "multi_worker" or jax_job.in_a_job()):
+            # Each process would time its own steps and could plan apart.
+            raise ValueError(
+                "--time-budget plans from one process's timing: it does not combine with a "
+                "run of several processes (--strategy multi_worker, or a JAX job)"
+            )
         if self.tokenizer in CONVERTED_TOKENIZERS and not self.init_from:
             raise ValueError(
                 f"--tokenizer {self.tokenizer} is a converted checkpoint's: fine-tune one with "
@@ -279,6 +296,7 @@ def main(recipe_class, presets, argv=None, description=None):
         text_files.DataFileError,
         FileExistsError,
         ExportFailed,
+        TimeBudgetTooShort,
         UnknownArgument,  # a typo in --model-overrides
         InitFromError,
         OtherRunInFolder,
@@ -323,6 +341,7 @@ FLAG_GROUPS = {
     "training": (
         "batch_size",
         "epochs",
+        "time_budget",
         "shuffle",
         "learning_rate",
         "schedule",

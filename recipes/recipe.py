@@ -41,6 +41,7 @@ from keras_attention.recipes.config import (
 from keras_attention.recipes.jax_job import saving_alone
 from keras_attention.recipes.run_export import export_run
 from keras_attention.recipes.strategy import make_strategy
+from keras_attention.recipes.time_budget import PROBE_STEPS, StepTimes, TimeBudget
 from keras_attention.run_files import RunFiles, read_config
 from keras_attention.utils import check_choice
 
@@ -169,12 +170,15 @@ def warn_if_truncated(what, tokenizer, texts, limit):
     return longer
 
 
-def make_optimizer(config, model_dim):
-    """Adam, with a constant learning rate or the paper's warm-up schedule."""
+def make_optimizer(config, model_dim, budget=None):
+    """Adam, with a constant learning rate or the paper's warm-up schedule;
+    with a time `budget`, decaying to 0 at the end of its plan."""
     if config.schedule == "warmup":
         learning_rate = TransformerSchedule(model_dim, config.warmup_steps)
     else:
         learning_rate = config.learning_rate
+    if budget is not None:
+        learning_rate = budget.learning_rate(learning_rate)
     return keras.optimizers.Adam(
         learning_rate,
         beta_1=config.adam_beta_1,
@@ -214,7 +218,7 @@ def batching(config, compiles, train_examples=0, epoch=0):
     return arguments
 
 
-def fit(model, strategy, train_batches, validation, config, output_dir, callbacks=()):
+def fit(model, strategy, train_batches, validation, config, output_dir, callbacks=(), budget=None):
     """`model.fit`, one epoch at a time, resumable at any step (see
     `resume.py`), with TensorBoard logs, a stop on NaN and `callbacks`;
     returns the training time in seconds.
@@ -234,6 +238,9 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
     of the weights drift apart (measured: the replicas' weights differed
     after the first step of an epoch in about half the runs; two
     uninterrupted runs ended apart).
+
+    With a `budget` (`time_budget.TimeBudget`), the epochs are planned
+    after the first steps, which are timed (see `recipes/time_budget.py`).
     """
     checkpoints = resume.Checkpoints(
         RunFiles(config.output_dir).checkpoints,
@@ -242,8 +249,6 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
     with strategy.scope():  # the optimizer's variables are made here
         resume.build_optimizer(model)
         start = checkpoints.restore(model)
-    if start.epoch >= config.epochs:
-        print(f"Training is complete ({config.epochs} epochs); evaluating.")
     # The same every epoch: batches are full and drawn from buckets of
     # lengths, so their number does not depend on the order.
     steps_per_epoch = count_batches(train_batches(start.epoch))
@@ -252,32 +257,59 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
     validation_steps = count_batches(validation) if validation is not None else None
     if validation is not None:
         validation = strategy.distribute(validation)
+    # None while a time budget has no plan yet.
+    epochs = config.epochs if budget is None else budget.resumed_epochs(steps_per_epoch)
+    if epochs is not None and start.epoch >= epochs:
+        print(f"Training is complete ({epochs} epochs); evaluating.")
     tensorboard = keras.callbacks.TensorBoard(str(RunFiles(output_dir).logs))
-    progress = resume.EpochProgress(config.epochs)
+    progress = resume.EpochProgress(epochs)
     started = time.time()
-    for epoch in range(start.epoch, config.epochs):
-        position = start if epoch == start.epoch else resume.Position(epoch)
-        if position.step >= steps_per_epoch:
-            continue  # killed between the epoch's last step and its end
+    epoch_seconds = []  # of the whole epochs this process trained
+    position = start
+    while epochs is None or position.epoch < epochs:
+        if position.step >= steps_per_epoch:  # killed between its last step and its end
+            position = resume.Position(position.epoch + 1)
+            continue
+        end = resume.Position(position.epoch + 1)
+        timer = None
+        if epochs is None:  # a time budget: the first steps are timed, then planned
+            timer = StepTimes()
+            if position.step + PROBE_STEPS < steps_per_epoch:
+                end = resume.Position(position.epoch, position.step + PROBE_STEPS)
+        whole_epoch = position.step == 0 and end.step == 0 and timer is None
+        epoch_started = time.time()
         # A fresh dataset: its first pass has the order the killed run's had.
         model.fit(
-            strategy.distribute(train_batches(epoch)).skip(position.step),
-            steps_per_epoch=steps_per_epoch - position.step,
+            strategy.distribute(train_batches(position.epoch)).skip(position.step),
+            steps_per_epoch=(end.step or steps_per_epoch) - position.step,
             shuffle=False,  # the pipeline shuffles, with a seed per epoch
-            validation_data=validation,
+            validation_data=validation if end.step == 0 else None,
             validation_steps=validation_steps,
-            initial_epoch=epoch,
-            epochs=epoch + 1,
-            verbose=2,
+            initial_epoch=position.epoch,
+            epochs=position.epoch + 1,
+            verbose=2 if end.step == 0 else 0,  # a stretch of an epoch is not logged
             callbacks=[
                 # First the NaN check, so no checkpoint keeps broken weights.
                 resume.StopOnNaN(position),
-                resume.SaveEvery(checkpoints, config.checkpoint_every, position),
-                tensorboard,
-                *callbacks,
-                progress,
+                resume.SaveEvery(checkpoints, config.checkpoint_every, position, end),
+                *([timer] if timer else []),
+                *([tensorboard, *callbacks, progress] if end.step == 0 else []),
             ],
         )
+        if timer:
+            epochs = budget.make_plan(
+                timer.times, steps_per_epoch, validation_steps, time.time() - started
+            )
+            progress.total_epochs = epochs
+            model.train_function = None  # traced again, with the schedule's end
+        if budget is not None and end.step == 0:
+            if whole_epoch:
+                epoch_seconds.append(time.time() - epoch_started)
+            epochs, changed = budget.after_epoch(end.epoch, epoch_seconds, time.time() - started)
+            progress.total_epochs = epochs
+            if changed:
+                model.train_function = None
+        position = end
     return time.time() - started
 
 
@@ -461,6 +493,8 @@ class Recipe:
             epochs=self.built_in_epochs if built_in else epochs_for(texts),
             **recipe_choices,
         )
+        if config.time_budget:  # planned by the budget, --epochs at most
+            choices.pop("epochs")
         if config.init_from:  # the run's vocabulary and model are kept
             choices.pop("vocabulary_size"), choices.pop("model_preset")
         chosen = {name: value for name, value in choices.items() if getattr(config, name) is None}
@@ -512,11 +546,19 @@ class Recipe:
         config = data.config  # with what `prepare` chose for the data
         files = RunFiles(output_dir)
         write_json(files.config, dataclasses.asdict(config))
+        budget = None
+        if config.time_budget:
+            budget = TimeBudget(
+                config.time_budget,
+                RunFiles(config.output_dir).checkpoints,
+                writer=files.folder == RunFiles(config.output_dir).folder,
+                max_epochs=config.epochs,
+            )
         with strategy.scope():
             model = self.build_model(data)
             loss, metrics = self.loss_and_metrics(data)
             model.compile(
-                optimizer=make_optimizer(config, model.model_dim),
+                optimizer=make_optimizer(config, model.model_dim, budget),
                 loss=loss,
                 # Weighted: a batch filled with empty rows weighs them 0
                 # (`strategy.fill_and_share`); unweighted batches count alike.
@@ -536,10 +578,29 @@ class Recipe:
         examples = watched_examples(data)
         watched = [AttentionImages(examples, output_dir)] if examples else []
         training_seconds = fit(
-            model, strategy, data.train_batches, data.validation, config, output_dir, watched
+            model,
+            strategy,
+            data.train_batches,
+            data.validation,
+            config,
+            output_dir,
+            watched,
+            budget,
         )
+        used = {}
+        if budget is not None:
+            used = {"time_budget": budget.summary(training_seconds)}
+            data.config = dataclasses.replace(data.config, epochs=budget.plan.epochs)
+            print(
+                f"Time budget {budget.minutes:g} min: {budget.plan.epochs} epochs trained, "
+                f"{used['time_budget']['used_minutes']:.1f} min of training"
+            )
         evaluation = self.evaluate(model, data, output_dir)
-        results = {**evaluation.results, "training_seconds": round(training_seconds, 1)}
+        results = {
+            **evaluation.results,
+            "training_seconds": round(training_seconds, 1),
+            **used,
+        }
         print(f"(trained in {training_seconds:.0f} s)")
         write_json(files.evaluation, results)
         write_json(files.config, dataclasses.asdict(data.config))  # with what evaluation chose

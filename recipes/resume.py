@@ -152,14 +152,17 @@ def _random_states(model):
 class SaveEvery(keras.callbacks.Callback):
     """Saves a checkpoint every `every` steps of an epoch and at its end.
 
-    `start` is where this `fit` call begins: batches are counted from it.
+    `start` is where this `fit` call begins: batches are counted from it;
+    `end` where it stops (the next epoch's start, unless it trains only a
+    stretch of this one).
     """
 
-    def __init__(self, checkpoints, every, start):
+    def __init__(self, checkpoints, every, start, end=None):
         super().__init__()
         self.checkpoints = checkpoints
         self.every = every
         self.start = start
+        self.end = end or Position(start.epoch + 1)
 
     def on_train_batch_end(self, batch, logs=None):
         step = self.start.step + batch + 1
@@ -167,7 +170,7 @@ class SaveEvery(keras.callbacks.Callback):
             self._save(Position(self.start.epoch, step))
 
     def on_epoch_end(self, epoch, logs=None):
-        self._save(Position(epoch + 1, 0))
+        self._save(self.end)
 
     def _save(self, position):
         self.checkpoints.save(self.model, position)
@@ -201,4 +204,4 @@ class EpochProgress(keras.callbacks.ProgbarLogger):
 
     def set_params(self, params):
         super().set_params(params)
-        self.epochs = self.total_epochs
+        self.epochs = self.total_epochs or 0  # None: not planned yet (no "Epoch 1/N" line)

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 from helpers import to_numpy
 
-from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy, TransformerSchedule
+from keras_attention.objectives import (
+    DecayToEnd,
+    MaskedAccuracy,
+    MaskedSparseCrossentropy,
+    TransformerSchedule,
+)
 
 
 def test_label_smoothed_loss_matches_the_formula_and_skips_padding():
@@ -48,6 +53,27 @@ def test_schedule_is_the_papers():
         ),
         float(schedule(10)),
     )
+
+
+def test_decay_to_end_falls_linearly_to_zero_over_the_last_share():
+    constant = DecayToEnd(0.5, total_steps=100, decay_share=0.2)
+    assert constant.decay_start == 80
+    # Written out: the rate until step 80, then 0.5 * (100 - step) / 20.
+    for step, expected in [(0, 0.5), (79, 0.5), (80, 0.5), (90, 0.25), (99, 0.025), (100, 0.0)]:
+        assert float(constant(step)) == pytest.approx(expected, abs=1e-7), step
+    assert float(constant(150)) == 0.0  # past the end: still 0
+    # Without an end, the base rate as it is; with a schedule, its value times the factor.
+    paper = TransformerSchedule(64, warmup_steps=10)
+    assert float(DecayToEnd(paper)(30)) == pytest.approx(float(paper(30)))
+    decayed = DecayToEnd(paper, total_steps=50, decay_share=0.5)
+    for step in (5, 24, 25, 40, 49):
+        factor = min(1.0, (50 - step) / 25)
+        assert float(decayed(step)) == pytest.approx(float(paper(step)) * factor, rel=1e-5)
+    copy = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(decayed))
+    assert isinstance(copy.base, TransformerSchedule)
+    assert [float(copy(s)) for s in (3, 30, 45)] == [float(decayed(s)) for s in (3, 30, 45)]
+    with pytest.raises(ValueError, match="decay_share"):
+        DecayToEnd(0.1, decay_share=0)
 
 
 def test_token_accuracy_ignores_padding():
