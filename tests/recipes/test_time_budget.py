@@ -77,7 +77,8 @@ def test_a_run_refused_for_its_budget_trains_to_a_decayed_end_with_a_larger_one(
     flags = tiny_flags(dates_data_dir, output_dir, "--epochs", "3", "--no-export")
     with pytest.raises(SystemExit) as refused:
         translate.main([*flags, "--time-budget", "0.01"])
-    assert str(refused.value.code).startswith("error: --time-budget 0.01 is too short for one epoch")
+    message = str(refused.value.code)
+    assert message.startswith("error: --time-budget 0.01 is too short for one epoch")
 
     # The same folder, a budget far larger than the 3 epochs --epochs allows.
     results = translate.main([*flags, "--time-budget", "10"])
