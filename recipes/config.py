@@ -175,6 +175,12 @@ class TrainingConfig:
         "constant", "constant, or warmup: the paper's rsqrt schedule", choices=SCHEDULES
     )
     warmup_steps: int = flag(4000, "linear warm-up steps of the warmup schedule", positive=True)
+    final_decay: float | None = flag(
+        None,
+        "the share of the training steps, at the end, over which the learning rate falls "
+        "linearly to 0 (0: none); None: chosen (0.2 with --time-budget or on the dates "
+        "task, else 0)",
+    )
     adam_beta_1: float = flag(0.9, "Adam beta_1")
     adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
     adam_epsilon: float = flag(1e-9, "Adam epsilon (the paper's 1e-9)")
@@ -240,6 +246,8 @@ class TrainingConfig:
                 check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
                 check_positive(flag_name(field), value)
+        if self.final_decay is not None and not 0 <= self.final_decay <= 1:
+            raise ValueError(f"--final-decay must be from 0 to 1; got {self.final_decay}")
         if not self.held_out_share < 0.5:
             raise ValueError(f"--held-out-share must be below 0.5; got {self.held_out_share}")
         for name in ("validation_file", "test_file"):
@@ -346,6 +354,7 @@ FLAG_GROUPS = {
         "learning_rate",
         "schedule",
         "warmup_steps",
+        "final_decay",
         "adam_beta_1",
         "adam_beta_2",
         "adam_epsilon",

@@ -20,7 +20,12 @@ from keras_attention.data.tokenizers import (
     load_run_tokenizer,
 )
 from keras_attention.files import write_json
-from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy, TransformerSchedule
+from keras_attention.objectives import (
+    DecayToEnd,
+    MaskedAccuracy,
+    MaskedSparseCrossentropy,
+    TransformerSchedule,
+)
 from keras_attention.recipes import resume
 from keras_attention.recipes.attention_images import AttentionImages, watched_examples
 from keras_attention.recipes.choices import (
@@ -41,7 +46,7 @@ from keras_attention.recipes.config import (
 from keras_attention.recipes.jax_job import saving_alone
 from keras_attention.recipes.run_export import export_run
 from keras_attention.recipes.strategy import make_strategy
-from keras_attention.recipes.time_budget import PROBE_STEPS, StepTimes, TimeBudget
+from keras_attention.recipes.time_budget import DECAY_SHARE, PROBE_STEPS, StepTimes, TimeBudget
 from keras_attention.run_files import RunFiles, read_config
 from keras_attention.utils import check_choice
 
@@ -170,15 +175,21 @@ def warn_if_truncated(what, tokenizer, texts, limit):
     return longer
 
 
-def make_optimizer(config, model_dim, budget=None):
-    """Adam, with a constant learning rate or the paper's warm-up schedule;
-    with a time `budget`, decaying to 0 at the end of its plan."""
+def learning_rate(config, model_dim):
+    """A constant learning rate or the paper's warm-up schedule, falling
+    to 0 over the last `--final-decay` share of the steps
+    (`objectives.DecayToEnd`, whose end `fit` sets once it is known)."""
     if config.schedule == "warmup":
-        learning_rate = TransformerSchedule(model_dim, config.warmup_steps)
+        rate = TransformerSchedule(model_dim, config.warmup_steps)
     else:
-        learning_rate = config.learning_rate
-    if budget is not None:
-        learning_rate = budget.learning_rate(learning_rate)
+        rate = config.learning_rate
+    if config.final_decay:
+        return DecayToEnd(rate, decay_share=config.final_decay)
+    return rate
+
+
+def make_optimizer(config, learning_rate):
+    """Adam with the run's `learning_rate` (a number or a schedule)."""
     return keras.optimizers.Adam(
         learning_rate,
         beta_1=config.adam_beta_1,
@@ -218,7 +229,17 @@ def batching(config, compiles, train_examples=0, epoch=0):
     return arguments
 
 
-def fit(model, strategy, train_batches, validation, config, output_dir, callbacks=(), budget=None):
+def fit(
+    model,
+    strategy,
+    train_batches,
+    validation,
+    config,
+    output_dir,
+    callbacks=(),
+    budget=None,
+    decay=None,
+):
     """`model.fit`, one epoch at a time, resumable at any step (see
     `resume.py`), with TensorBoard logs, a stop on NaN and `callbacks`;
     returns the training time in seconds.
@@ -241,6 +262,8 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
 
     With a `budget` (`time_budget.TimeBudget`), the epochs are planned
     after the first steps, which are timed (see `recipes/time_budget.py`).
+    A `decay` (`objectives.DecayToEnd`, the learning rate) is told the
+    run's last step: the epochs' steps, or the budget's plan.
     """
     checkpoints = resume.Checkpoints(
         RunFiles(config.output_dir).checkpoints,
@@ -261,6 +284,8 @@ def fit(model, strategy, train_batches, validation, config, output_dir, callback
     epochs = config.epochs if budget is None else budget.resumed_epochs(steps_per_epoch)
     if epochs is not None and start.epoch >= epochs:
         print(f"Training is complete ({epochs} epochs); evaluating.")
+    if decay is not None and budget is None:
+        decay.total_steps = epochs * steps_per_epoch
     tensorboard = keras.callbacks.TensorBoard(str(RunFiles(output_dir).logs))
     progress = resume.EpochProgress(epochs)
     started = time.time()
@@ -368,6 +393,7 @@ class Recipe:
     config_class = TrainingConfig
     model_name = "model"  # how the summary line names the model
     built_in_epochs = 3  # epochs on the built-in dates task
+    built_in_final_decay = 0.0  # and its --final-decay
 
     def __init__(self, config):
         self.config = config
@@ -491,16 +517,20 @@ class Recipe:
             # 1.8x slower a step: within about 10 minutes, tiny learns more.
             model_preset="tiny",
             epochs=self.built_in_epochs if built_in else epochs_for(texts),
+            final_decay=self.built_in_final_decay if built_in else 0.0,
             **recipe_choices,
         )
-        if config.time_budget:  # planned by the budget, --epochs at most
-            choices.pop("epochs")
+        if config.time_budget:
+            choices["final_decay"] = DECAY_SHARE
+            choices.pop("epochs")  # planned by the budget, --epochs at most
         if config.init_from:  # the run's vocabulary and model are kept
             choices.pop("vocabulary_size"), choices.pop("model_preset")
         chosen = {name: value for name, value in choices.items() if getattr(config, name) is None}
         config = dataclasses.replace(config, **chosen)
         if config.tokenizer == "character":
             chosen.pop("vocabulary_size", None)  # not used
+        if not chosen.get("final_decay", True):
+            chosen.pop("final_decay")  # none: as before it was a flag
         if chosen:
             print(
                 "Chosen for the data (set these flags to choose otherwise): "
@@ -546,19 +576,12 @@ class Recipe:
         config = data.config  # with what `prepare` chose for the data
         files = RunFiles(output_dir)
         write_json(files.config, dataclasses.asdict(config))
-        budget = None
-        if config.time_budget:
-            budget = TimeBudget(
-                config.time_budget,
-                RunFiles(config.output_dir).checkpoints,
-                writer=files.folder == RunFiles(config.output_dir).folder,
-                max_epochs=config.epochs,
-            )
         with strategy.scope():
             model = self.build_model(data)
             loss, metrics = self.loss_and_metrics(data)
+            rate = learning_rate(config, model.model_dim)
             model.compile(
-                optimizer=make_optimizer(config, model.model_dim, budget),
+                optimizer=make_optimizer(config, rate),
                 loss=loss,
                 # Weighted: a batch filled with empty rows weighs them 0
                 # (`strategy.fill_and_share`); unweighted batches count alike.
@@ -577,6 +600,16 @@ class Recipe:
         # every epoch.
         examples = watched_examples(data)
         watched = [AttentionImages(examples, output_dir)] if examples else []
+        decay = rate if isinstance(rate, DecayToEnd) else None
+        budget = None
+        if config.time_budget:
+            budget = TimeBudget(
+                config.time_budget,
+                RunFiles(config.output_dir).checkpoints,
+                decay,
+                writer=files.folder == RunFiles(config.output_dir).folder,
+                max_epochs=config.epochs,
+            )
         training_seconds = fit(
             model,
             strategy,
@@ -586,6 +619,7 @@ class Recipe:
             output_dir,
             watched,
             budget,
+            decay,
         )
         used = {}
         if budget is not None:

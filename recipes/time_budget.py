@@ -3,8 +3,8 @@
 The run times its first steps (`PROBE_STEPS`), estimates an epoch from
 them (its training steps and its validation pass), and plans as many
 epochs as fit. The learning rate then falls linearly to 0 over the last
-fifth of the planned steps (`objectives.DecayToEnd`), so training ends on
-decayed weights at the budget. After each epoch the plan is made again
+fifth of the planned steps (`--final-decay`, `objectives.DecayToEnd`), so
+training ends on decayed weights at the budget. After each epoch the plan is made again
 from the epochs' measured times, until the decay has begun; from then on
 it stands. A budget too short for one epoch is refused with the minimum.
 
@@ -22,7 +22,6 @@ from pathlib import Path
 import keras
 
 from keras_attention.files import write_atomically
-from keras_attention.objectives import DecayToEnd
 
 PLAN_FILE = "time_budget.json"
 PROBE_STEPS = 40  # timed before the plan is made
@@ -30,7 +29,7 @@ UNTIMED_STEPS = 3  # the first steps trace the step function
 # A validation step against a training step (a forward pass against a
 # forward and backward one), until an epoch has been measured.
 VALIDATION_SHARE = 1 / 3
-DECAY_SHARE = 0.2
+DECAY_SHARE = 0.2  # --final-decay under a budget, unless given
 
 
 class TimeBudgetTooShort(ValueError):
@@ -56,24 +55,20 @@ class TimeBudget:
     Args:
         minutes: the budget: minutes of training, validation included.
         folder: the run's checkpoint folder, where the plan is kept.
+        schedule: the learning rate, an `objectives.DecayToEnd` told the
+            plan's last step (None: no decay, `--final-decay 0`).
         writer: whether this process writes the plan (the chief).
         max_epochs: `--epochs`, if given: no more are planned.
     """
 
-    def __init__(self, minutes, folder, writer=True, max_epochs=None):
+    def __init__(self, minutes, folder, schedule=None, writer=True, max_epochs=None):
         self.minutes = minutes
         self.path = Path(folder) / PLAN_FILE
+        self.schedule = schedule
         self.writer = writer
         self.max_epochs = max_epochs
-        self.schedule = None
         self.plan = None
         self.used_before = 0.0  # training time of the runs this one resumes
-
-    def learning_rate(self, base):
-        """The optimizer's learning rate: `base` (a number or a schedule),
-        decaying to 0 at the end of the plan."""
-        self.schedule = DecayToEnd(base, decay_share=DECAY_SHARE)
-        return self.schedule
 
     def resumed_epochs(self, steps_per_epoch):
         """The planned epochs of a resumed run (None before a plan)."""
@@ -126,12 +121,14 @@ class TimeBudget:
             self.minutes, steps_per_epoch, round(per_step, 5), epoch_seconds, overhead, epochs
         )
         self._adopt(plan)
+        decay = ""
+        if self.schedule is not None:
+            decay = f", the learning rate falling to 0 from step {self.schedule.decay_start}"
         print(
             f"Time budget {self.minutes:g} min: {per_step:.3f} s a step (measured on the "
             f"first {len(step_times)}), about {epoch_seconds / 60:.2f} min an epoch of "
             f"{steps_per_epoch} steps with its validation: planned {epochs} epochs "
-            f"({self.total_steps} steps), the learning rate falling to 0 from step "
-            f"{self.schedule.decay_start}"
+            f"({self.total_steps} steps){decay}"
         )
         return epochs
 
@@ -144,7 +141,7 @@ class TimeBudget:
         plan = self.plan
         used_seconds = plan.used_seconds = self.used_before + seconds
         changed = False
-        if epoch_seconds and epochs_done * plan.steps_per_epoch < self.schedule.decay_start:
+        if epoch_seconds and epochs_done * plan.steps_per_epoch < self._decay_start():
             plan.epoch_seconds = statistics.median(epoch_seconds)
             left = 60 * self.minutes - used_seconds
             epochs = epochs_done + max(1, math.floor(left / plan.epoch_seconds))
@@ -163,6 +160,10 @@ class TimeBudget:
         self._adopt(plan)
         return plan.epochs, changed
 
+    def _decay_start(self):
+        """The first step whose learning rate depends on the plan."""
+        return self.total_steps if self.schedule is None else self.schedule.decay_start
+
     @property
     def total_steps(self):
         return self.plan.epochs * self.plan.steps_per_epoch
@@ -179,7 +180,8 @@ class TimeBudget:
 
     def _adopt(self, plan):
         self.plan = plan
-        self.schedule.total_steps = self.total_steps
+        if self.schedule is not None:
+            self.schedule.total_steps = self.total_steps
         if self.writer:
             write_atomically(self.path, json.dumps(dataclasses.asdict(plan), indent=1) + "\n")
 

@@ -7,14 +7,14 @@ import keras
 import pytest
 from recipe_helpers import tiny_flags
 
+from keras_attention.objectives import DecayToEnd
 from keras_attention.recipes import time_budget, translate
 from keras_attention.recipes.time_budget import TimeBudget, TimeBudgetTooShort
 
 
 def planned(minutes, tmp_path, **arguments):
-    budget = TimeBudget(minutes, tmp_path, **arguments)
-    budget.learning_rate(1e-3)
-    return budget
+    schedule = DecayToEnd(1e-3, decay_share=time_budget.DECAY_SHARE)
+    return TimeBudget(minutes, tmp_path, schedule, **arguments)
 
 
 def test_the_plan_fits_the_epochs_the_first_steps_allow(tmp_path, capsys):
