@@ -2,6 +2,8 @@
 training time, in one run:
 
     python -m benchmarks.translation_peer --train-file data/en_fr.tsv
+    python -m benchmarks.translation_peer --train-file data/en_fr.tsv --peers none \
+        --flags "--final-decay 0.2" --json benchmarks/results_final_decay.json   # ours alone
 
 1. Ours: `python -m keras_attention.recipes.translate --train-file FILE`,
    every choice left to the recipe; its training time and its test
@@ -54,11 +56,12 @@ PEER = dict(
 RESERVED = ["[PAD]", "[UNK]", "[START]", "[END]"]
 
 
-def run_ours(train_file, output_dir):
-    """Runs our recipe as a user would; returns (evaluation, test triples, wall seconds)."""
+def run_ours(train_file, output_dir, flags=()):
+    """Runs our recipe as a user would, with `flags` besides the file;
+    returns (evaluation, test triples, wall seconds)."""
     started = time.time()
     command = [sys.executable, "-m", "keras_attention.recipes.translate"]
-    command += ["--train-file", str(train_file), "--output-dir", str(output_dir)]
+    command += ["--train-file", str(train_file), "--output-dir", str(output_dir), *flags]
     subprocess.run(command, check=True)
     wall = time.time() - started
     evaluation = json.loads((output_dir / "evaluation.json").read_text())
@@ -256,8 +259,11 @@ def main(argv=None):
     parser.add_argument("--output-dir", default="runs/translation_peer", help="where runs go")
     parser.add_argument("--json", default="benchmarks/translation_peer.json", help="results")
     parser.add_argument(
-        "--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)}"
+        "--peers",
+        default=",".join(PEERS),
+        help=f"comma-separated, of {', '.join(PEERS)}; none: ours alone",
     )
+    parser.add_argument("--flags", default="", help="our recipe's flags besides the file")
     parser.add_argument(
         "--opennmt-environment",
         default=None,
@@ -266,7 +272,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     started = measure.provenance("translation_peer", argv)
-    peers = args.peers.split(",")
+    peers = [] if args.peers == "none" else args.peers.split(",")
     for peer in peers:
         if peer not in PEERS:
             parser.error(f"--peers: unknown peer {peer!r}; known: {', '.join(PEERS)}")
@@ -275,7 +281,8 @@ def main(argv=None):
     if "opennmt" in peers:
         opennmt.environment(environment)  # built before any timing starts
 
-    evaluation, triples, our_wall = run_ours(args.train_file, output_dir / "ours")
+    flags = args.flags.split()
+    evaluation, triples, our_wall = run_ours(args.train_file, output_dir / "ours", flags)
     pairs, _ = text_files.read_columns(args.train_file)
     train, validation, test = text_files.hold_out(pairs, 0.05)
     if [s for s, _, _ in triples] != [s for s, _ in test]:
@@ -318,6 +325,7 @@ def main(argv=None):
     results = {
         **started,
         "train_file": str(args.train_file),
+        "flags": flags,
         "train_pairs": len(train),
         "test_pairs": len(test),
         "opennmt": {"package": opennmt.OPENNMT, "torch": opennmt.TORCH},
