@@ -1,4 +1,6 @@
 import os
+import sys
+import tempfile
 
 # Quieter TensorFlow start-up; must be set before TensorFlow is imported.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,12 +31,40 @@ def pytest_configure(config):
     workers' own now come first, before the first test)."""
     if config.pluginmanager.hasplugin("dsession"):
         return
+    _start_tensorflow_quietly()
     from helpers import examples
     from hypothesis import settings
 
     # Each example runs real layers eagerly: few examples, no per-example deadline.
     settings.register_profile("ci", max_examples=examples(12), deadline=None, derandomize=True)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _start_tensorflow_quietly():
+    """Imports TensorFlow and lists its devices with this process's stderr
+    (file descriptor 2) sent to a file. Its C++ start-up lines ("WARNING:
+    All log messages before absl::InitializeLog() is called are written to
+    STDERR", twice, each with "oneDNN custom operations are on" and "Could
+    not find cuda drivers", then "failed call to cuInit" when the devices
+    are listed) are printed before absl's logging is set up, so
+    TF_CPP_MIN_LOG_LEVEL does not hold them back. They are shown only if
+    the import fails."""
+    caught = tempfile.TemporaryFile()
+    stderr = os.dup(2)
+    os.dup2(caught.fileno(), 2)
+    try:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+    except BaseException:
+        os.dup2(stderr, 2)
+        caught.seek(0)
+        sys.stderr.write(caught.read().decode("utf-8", "replace"))
+        raise
+    finally:
+        os.dup2(stderr, 2)
+        os.close(stderr)
+        caught.close()
 
 
 # Session and module fixtures that train or export (minutes each). Under
