@@ -1,5 +1,5 @@
-"""The loss, metric and learning-rate schedule of the Transformer paper, for
-`model.compile`. Registered serializable, so compiled models save and load."""
+"""The loss, metric, learning-rate schedules and optimizer the recipes
+compile with. Registered serializable, so compiled models save and load."""
 
 import math
 
@@ -90,6 +90,34 @@ class DecayToEnd(keras.optimizers.schedules.LearningRateSchedule):
         if isinstance(base, keras.optimizers.schedules.LearningRateSchedule):
             base = keras.saving.serialize_keras_object(base)
         return {"base": base, "total_steps": self.total_steps, "decay_share": self.decay_share}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class AveragingAdam(keras.optimizers.Adam):
+    """Adam that keeps an exponential moving average of the weights
+    (Keras's `use_ema=True`, `ema_momentum`) and puts it into the model only
+    when asked: `use_average()`. Keras's own optimizer puts it there at the
+    end of every `model.fit`, and a recipe calls `fit` once an epoch, so
+    the average would replace the weights it trains every epoch. The
+    average is an optimizer variable: checkpoints keep it."""
+
+    def __init__(self, *args, ema_momentum=0.999, **kwargs):
+        kwargs.pop("use_ema", None)  # (always; from a saved config)
+        super().__init__(*args, use_ema=True, ema_momentum=ema_momentum, **kwargs)
+        self._put_average = False
+
+    def finalize_variable_values(self, var_list):
+        if self._put_average:
+            super().finalize_variable_values(var_list)
+
+    def use_average(self, var_list):
+        """Assigns the moving average to `var_list` (the model's trainable
+        variables)."""
+        self._put_average = True
+        try:
+            self.finalize_variable_values(var_list)
+        finally:
+            self._put_average = False
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -181,6 +181,12 @@ class TrainingConfig:
         "linearly to 0 (0: none); None: chosen (0.2 with --time-budget or on the dates "
         "task, else 0)",
     )
+    ema_momentum: float = flag(
+        0.0,
+        "keep an exponential moving average of the weights with this momentum (e.g. "
+        "0.999; 0: none); after training, the average or the last weights, whichever "
+        "has the lower validation loss, are kept",
+    )
     adam_beta_1: float = flag(0.9, "Adam beta_1")
     adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
     adam_epsilon: float = flag(1e-9, "Adam epsilon (the paper's 1e-9)")
@@ -246,6 +252,8 @@ class TrainingConfig:
                 check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
                 check_positive(flag_name(field), value)
+        if not 0 <= self.ema_momentum < 1:
+            raise ValueError(f"--ema-momentum must be from 0 to below 1; got {self.ema_momentum}")
         if self.final_decay is not None and not 0 <= self.final_decay <= 1:
             raise ValueError(f"--final-decay must be from 0 to 1; got {self.final_decay}")
         if not self.held_out_share < 0.5:
@@ -355,6 +363,7 @@ FLAG_GROUPS = {
         "schedule",
         "warmup_steps",
         "final_decay",
+        "ema_momentum",
         "adam_beta_1",
         "adam_beta_2",
         "adam_epsilon",

@@ -21,6 +21,7 @@ from keras_attention.data.tokenizers import (
 )
 from keras_attention.files import write_json
 from keras_attention.objectives import (
+    AveragingAdam,
     DecayToEnd,
     MaskedAccuracy,
     MaskedSparseCrossentropy,
@@ -189,7 +190,16 @@ def learning_rate(config, model_dim):
 
 
 def make_optimizer(config, learning_rate):
-    """Adam with the run's `learning_rate` (a number or a schedule)."""
+    """Adam with the run's `learning_rate` (a number or a schedule), and
+    with `--ema-momentum` a moving average of the weights."""
+    if config.ema_momentum:
+        return AveragingAdam(
+            learning_rate,
+            ema_momentum=config.ema_momentum,
+            beta_1=config.adam_beta_1,
+            beta_2=config.adam_beta_2,
+            epsilon=config.adam_epsilon,
+        )
     return keras.optimizers.Adam(
         learning_rate,
         beta_1=config.adam_beta_1,
@@ -336,6 +346,38 @@ def fit(
                 model.train_function = None
         position = end
     return time.time() - started
+
+
+def keep_the_better_weights(model, strategy, validation):
+    """With a moving average of the weights (`--ema-momentum`): leaves in
+    `model` the average or the last step's weights, whichever has the
+    lower loss on the `validation` batches, and returns what it kept and
+    why (for `evaluation.json`); None without an average."""
+    if not isinstance(model.optimizer, AveragingAdam) or validation is None:
+        return None
+    steps = count_batches(validation)
+    batches = strategy.distribute(validation)
+
+    def validation_loss():
+        return float(model.evaluate(batches, steps=steps, verbose=0, return_dict=True)["loss"])
+
+    last = [variable.numpy() for variable in model.trainable_variables]
+    losses = {"last_step": validation_loss()}
+    model.optimizer.use_average(model.trainable_variables)
+    losses["moving_average"] = validation_loss()
+    kept = min(losses, key=losses.get)
+    if kept == "last_step":
+        for variable, value in zip(model.trainable_variables, last, strict=True):
+            variable.assign(value)
+    print(
+        f"Weights kept: the {kept.replace('_', ' ')}'s (validation loss: moving average "
+        f"{losses['moving_average']:.4f}, last step {losses['last_step']:.4f})"
+    )
+    return {
+        "kept": kept,
+        "ema_momentum": model.optimizer.ema_momentum,
+        "validation_loss": {name: round(loss, 5) for name, loss in losses.items()},
+    }
 
 
 def count_batches(dataset):
@@ -622,6 +664,9 @@ class Recipe:
             decay,
         )
         used = {}
+        weights = keep_the_better_weights(model, strategy, data.validation)
+        if weights is not None:
+            used["weights"] = weights
         if budget is not None:
             used = {"time_budget": budget.summary(training_seconds)}
             data.config = dataclasses.replace(data.config, epochs=budget.plan.epochs)

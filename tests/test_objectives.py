@@ -8,6 +8,7 @@ import pytest
 from helpers import to_numpy
 
 from keras_attention.objectives import (
+    AveragingAdam,
     DecayToEnd,
     MaskedAccuracy,
     MaskedSparseCrossentropy,
@@ -74,6 +75,35 @@ def test_decay_to_end_falls_linearly_to_zero_over_the_last_share():
     assert [float(copy(s)) for s in (3, 30, 45)] == [float(decayed(s)) for s in (3, 30, 45)]
     with pytest.raises(ValueError, match="decay_share"):
         DecayToEnd(0.1, decay_share=0)
+
+
+def test_averaging_adam_keeps_the_moving_average_and_puts_it_in_only_when_asked(tmp_path):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(12, 3)), rng.normal(size=(12, 2))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(AveragingAdam(learning_rate=0.1, ema_momentum=0.6), "mse")
+    after_each_step = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: after_each_step.append(
+            [v.numpy() for v in model.trainable_variables]
+        )
+    )
+    # Two fits, as a recipe's epochs: neither puts the average in.
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0, callbacks=[record])
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0, callbacks=[record])
+    last = [v.numpy() for v in model.trainable_variables]
+    for kept, trained in zip(last, after_each_step[-1], strict=True):
+        np.testing.assert_array_equal(kept, trained)
+    # Written out: the first step's weights, then 0.6 * average + 0.4 * weights.
+    expected = after_each_step[0]
+    for weights in after_each_step[1:]:
+        expected = [0.6 * a + 0.4 * w for a, w in zip(expected, weights, strict=True)]
+    model.optimizer.use_average(model.trainable_variables)
+    for average, value in zip(expected, model.trainable_variables, strict=True):
+        np.testing.assert_allclose(value.numpy(), average, rtol=1e-5, atol=1e-6)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert isinstance(loaded.optimizer, AveragingAdam) and loaded.optimizer.ema_momentum == 0.6
 
 
 def test_token_accuracy_ignores_padding():
