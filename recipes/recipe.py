@@ -107,7 +107,7 @@ def check_same_run(output_dir, config):
         for field in dataclasses.fields(config)
         if field.name not in RESUMABLE_CHANGES
         and getattr(config, field.name) is not None
-        and saved.get(field.name, MISSING) != _as_json(getattr(config, field.name))
+        and _saved(saved, field) != _as_json(getattr(config, field.name))
     ]
     if differences:
         raise OtherRunInFolder(
@@ -115,6 +115,14 @@ def check_same_run(output_dir, config):
             + "; ".join(differences)
             + f". {WAYS_ON}"
         )
+
+
+def _saved(saved, field):
+    """The run's setting of `field`; a flag newer than the run (not in its
+    config) had its default's effect there."""
+    if field.name in saved:
+        return saved[field.name]
+    return _as_json(field.default) if field.default is not dataclasses.MISSING else MISSING
 
 
 MISSING = object()

@@ -98,6 +98,14 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     chosen["max_length"] = chosen.pop("max_input_length")
     saved.write_text(json.dumps(chosen))
     recipe.start_run(first)
+    # So does one written before a flag existed, by its default; not by another value.
+    for newer in ("ema_momentum", "final_decay", "time_budget"):
+        chosen.pop(newer)
+    saved.write_text(json.dumps(chosen))
+    recipe.start_run(first)
+    saved.write_text(json.dumps(chosen))
+    with pytest.raises(recipe_config.OtherRunInFolder, match="--ema-momentum not set there, 0.9"):
+        recipe.start_run(dataclasses.replace(first, ema_momentum=0.9))
     assert checkpoint.read_bytes() == b"weights"
 
 

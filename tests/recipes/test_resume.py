@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras_attention.recipes import config as recipe_config
 from keras_attention.recipes import recipe, resume
 from keras_attention.recipes.resume import Checkpoints, Position
+from keras_attention.recipes.strategy import make_strategy
 
 
 def small_model(seed=0):
@@ -163,5 +164,5 @@ def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
         dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(8)
         return dataset.filter(lambda features, targets: True)
 
-    recipe.fit(model, tf.distribute.get_strategy(), batches, None, config, tmp_path)
+    recipe.fit(model, make_strategy("default", 8), batches, None, config, tmp_path)
     assert int(model.optimizer.iterations.numpy()) == 2 * 5
