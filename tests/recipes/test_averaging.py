@@ -64,9 +64,11 @@ def checkpoint_kernel(folder):
     with h5py.File(newest / "model.weights.h5") as weights:
         arrays = []
         weights.visititems(
-            lambda name, item: arrays.append((name, item[()]))
-            if isinstance(item, h5py.Dataset) and "optimizer" not in name
-            else None
+            lambda name, item: (
+                arrays.append((name, item[()]))
+                if isinstance(item, h5py.Dataset) and "optimizer" not in name
+                else None
+            )
         )
     return dict(arrays)
 
