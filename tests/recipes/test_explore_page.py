@@ -91,10 +91,10 @@ def first_test_pair(first_run):
     return source, translation
 
 
-def expected_strongest(first_run, source, translation):
-    """For each output token, the source position with the largest weight
-    in the model's last cross-attention layer, mean over heads, read from
-    the model directly with the translation teacher-forced."""
+def expected_weights(first_run, source, translation):
+    """For each output token, the weights of the source positions in the
+    model's last cross-attention layer, mean over heads (`[T, S]`), read
+    from the model directly with the translation teacher-forced."""
     import keras
     import tensorflow as tf
 
@@ -111,7 +111,7 @@ def expected_strongest(first_run, source, translation):
     cross = model.attention_scores({"source_ids": source_ids, "target_ids": target_ids})
     weights = np.asarray(cross["decoder_cross_attention"][-1])[0].mean(axis=0)  # [T, S]
     assert weights.shape[0] == len(output) + 1  # y1 .. yn </s>
-    return weights.argmax(axis=1).tolist()
+    return weights
 
 
 def test_the_page_translates_and_steps_through_the_models_attention(browser, served, first_run):
@@ -125,23 +125,28 @@ def test_the_page_translates_and_steps_through_the_models_attention(browser, ser
 
     # Step t highlights the source token the model attended to most for
     # output token t.
-    strongest = expected_strongest(first_run, source, translation)
+    weights = expected_weights(first_run, source, translation)
     steps = page.view("steps")
-    assert page.tab.get_attribute("#step", "max") == str(len(strongest) - 1)
+    assert page.tab.get_attribute("#step", "max") == str(len(weights) - 1)
     page.tab.focus("#step")
-    for t, position in enumerate(strongest):
+    for t, row in enumerate(weights):
         if t:
             page.tab.keyboard.press("ArrowRight")
         highlighted = steps.locator(".token.source.strongest")
         assert highlighted.count() == 1
-        assert highlighted.get_attribute("data-index") == str(position), f"step {t}"
+        # The strongest, or one as strong to float precision: the page's
+        # weights come from the explorer's own call of the model (a
+        # barely trained model's are near uniform: measured, two positions
+        # 0.045959 and 0.045981 apart by 2e-5).
+        position = int(highlighted.get_attribute("data-index"))
+        assert row[position] >= row.max() * (1 - 1e-3), (t, position, row.argmax(), row.tolist())
         assert page.tab.locator(".token.output.current").get_attribute("data-index") == str(t)
     page.screenshot("step-through")
     page.tab.click("#play")
     page.tab.wait_for_function(
         "document.querySelector('#play').getAttribute('aria-label') === 'play'", timeout=60_000
     )
-    assert page.tab.input_value("#step") == str(len(strongest) - 1)  # it played to the end
+    assert page.tab.input_value("#step") == str(len(weights) - 1)  # it played to the end
     assert page.errors == []
 
 
