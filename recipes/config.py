@@ -157,6 +157,12 @@ class TrainingConfig:
         positive=True,
     )
     batch_size: int = flag(64, "global batch size, split over the replicas", positive=True)
+    batch_tokens: int | None = flag(
+        None,
+        "cut training and validation batches by tokens, not sentences: a batch padded to "
+        "W tokens holds N // W sequences (then --batch-size is not used for them)",
+        positive=True,
+    )
     epochs: int | None = flag(
         None,
         "passes over the training split; None: chosen for the data (with --time-budget: "
@@ -256,6 +262,11 @@ class TrainingConfig:
             raise ValueError(f"--ema-momentum must be from 0 to below 1; got {self.ema_momentum}")
         if self.final_decay is not None and not 0 <= self.final_decay <= 1:
             raise ValueError(f"--final-decay must be from 0 to 1; got {self.final_decay}")
+        if self.batch_tokens and self.batch_tokens < self.max_input_length:
+            raise ValueError(
+                f"--batch-tokens {self.batch_tokens} holds no sequence of --max-input-length "
+                f"{self.max_input_length} tokens: give at least {self.max_input_length}"
+            )
         if not self.held_out_share < 0.5:
             raise ValueError(f"--held-out-share must be below 0.5; got {self.held_out_share}")
         for name in ("validation_file", "test_file"):
@@ -356,6 +367,7 @@ FLAG_GROUPS = {
     ),
     "training": (
         "batch_size",
+        "batch_tokens",
         "epochs",
         "time_budget",
         "shuffle",

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data import datasets, text_files
-from keras_attention.data.pipeline import language_model_batches
+from keras_attention.data.pipeline import batch_rows, language_model_batches
 from keras_attention.data.tokenizers import START_ID, prompt_starts
 from keras_attention.models import build_transformer_lm, transformer_lm
 from keras_attention.recipes.config import (
@@ -229,11 +229,17 @@ def check_windows(tokenizer, texts, split, config):
     """With --pack-texts, a split must fill at least one batch of windows."""
     tokens = sum(len(ids) + 2 for ids in tokenizer.tokenize(tf.constant(texts)).numpy())
     windows = tokens // (config.max_input_length + 1)
-    if windows < config.batch_size:
+    rows = batch_rows(config.max_input_length, config.batch_size, config.batch_tokens)
+    if windows < rows:
+        batch = (
+            f"--batch-tokens {config.batch_tokens} ({rows} windows)"
+            if config.batch_tokens
+            else f"--batch-size {config.batch_size}"
+        )
         raise text_files.DataFileError(
             f"--pack-texts: the {split} split has {tokens:,} tokens, {windows} windows of "
-            f"--max-input-length {config.max_input_length}, fewer than --batch-size "
-            f"{config.batch_size}; lower --max-input-length or --batch-size, or add texts"
+            f"--max-input-length {config.max_input_length}, fewer than a batch of "
+            f"{batch}; lower --max-input-length or the batch, or add texts"
         )
 
 

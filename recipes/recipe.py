@@ -79,7 +79,8 @@ def start_run(config):
     keras.utils.set_random_seed(config.seed)
     set_op_determinism(config.deterministic)
     set_precision(config.precision)
-    strategy = make_strategy(config.strategy, config.batch_size, config.join_timeout)
+    batch_size = None if config.batch_tokens else config.batch_size  # None: many sizes
+    strategy = make_strategy(config.strategy, batch_size, config.join_timeout)
     output_dir = strategy.files_folder(config.output_dir)
     if config.overwrite:
         clear_run(output_dir)
@@ -235,6 +236,7 @@ def batching(config, compiles, train_examples=0, epoch=0):
     """
     arguments = dict(
         batch_size=config.batch_size,
+        batch_tokens=config.batch_tokens,
         max_length=config.max_input_length,
         bucket_shapes=compiles,  # a few shapes: the step compiles a few times
     )

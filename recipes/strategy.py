@@ -48,7 +48,8 @@ def check_backend_options(strategy, jit_compile, deterministic):
 
 def make_strategy(name, batch_size, join_timeout=300):
     """The `RunStrategy` named `name` (`--strategy`) for Keras's backend,
-    made before the model. `batch_size` is the global batch; `join_timeout`
+    made before the model. `batch_size` is the global batch (None: batches
+    cut by tokens, of many sizes); `join_timeout`
     (`--join-timeout`) how long JAX processes wait for each other."""
     if keras.backend.backend() == "jax":
         return JaxStrategy(name, batch_size, join_timeout)
@@ -149,7 +150,7 @@ def shard_by_data(dataset):
     return dataset.with_options(options)
 
 
-def fill_and_share(dataset, batch_size, processes, index):
+def fill_and_share(dataset, batch_size, processes, index, devices=1):
     """Every `(inputs, labels)` batch of `dataset` filled to `batch_size`
     rows with empty ones (all zeros), each label weighted 1 in a real row
     and 0 in an empty one (`(inputs, labels, weights)`, weights shaped as
@@ -157,15 +158,18 @@ def fill_and_share(dataset, batch_size, processes, index):
     process's `index` share of its rows, one of `processes` equal parts, in
     order. Every device then gets an equal part of every batch, and every
     process as many batches as the others (a process with one batch more
-    would wait forever for the others in it)."""
-    share = batch_size // processes
+    would wait forever for the others in it). `batch_size` None (batches
+    cut by tokens, of many sizes): each batch is filled to the next
+    multiple of `devices`, the devices of every process."""
 
     def fill(inputs, labels):
         rows = tf.shape(labels)[0]
+        filled_rows = batch_size or (rows + devices - 1) // devices * devices
+        share = filled_rows // processes
         weights = tf.ones_like(labels, tf.float32)
 
         def fill_and_take(x):
-            filled = tf.pad(x, [[0, batch_size - rows]] + [[0, 0]] * (x.shape.rank - 1))
+            filled = tf.pad(x, [[0, filled_rows - rows]] + [[0, 0]] * (x.shape.rank - 1))
             return filled[index * share : (index + 1) * share]
 
         return tf.nest.map_structure(fill_and_take, (inputs, labels, weights))
@@ -212,7 +216,7 @@ class JaxStrategy(RunStrategy):
         self.num_processes = jax.process_count()
         self.worker_index = jax.process_index()
         self.is_chief = self.saves = self.worker_index == 0
-        if batch_size % self.num_replicas_in_sync:
+        if batch_size and batch_size % self.num_replicas_in_sync:
             raise SystemExit(
                 f"error: --batch-size {batch_size} does not split evenly over the "
                 f"{self.num_replicas_in_sync} devices of --strategy {name}"
@@ -228,7 +232,13 @@ class JaxStrategy(RunStrategy):
     def distribute(self, dataset):
         if self.name != "data_parallel":
             return dataset
-        return fill_and_share(dataset, self.batch_size, self.num_processes, self.worker_index)
+        return fill_and_share(
+            dataset,
+            self.batch_size,
+            self.num_processes,
+            self.worker_index,
+            devices=self.num_replicas_in_sync,
+        )
 
     def scope(self):
         return contextlib.nullcontext()  # set for the whole run

@@ -14,6 +14,14 @@ padded to its longest sequence: any width. With it, for a compiled step
 lengths (`length_buckets`: 8, 16, 32, ..., `max_length`), so the step
 compiles a few times and never runs on more padding than that; batches
 that keep every example (evaluation) are padded to `max_length`, in order.
+
+With `batch_tokens` (Marian's and fairseq's batches by tokens), batches
+are cut by a count of tokens instead of sentences: a batch of sequences
+padded to a width W holds `batch_tokens // W` of them (`batch_rows`), so a
+batch of short sentences holds many and one of long sentences few, and
+every batch costs about the same. A batch's width is bounded by its bucket
+(8, 16, 32, ..., `max_length`), which sets its rows; a pair's length is
+then its longer side's. `batch_size` is not used.
 """
 
 import tensorflow as tf
@@ -47,9 +55,12 @@ def translation_batches(pairs, source_tokenizer, target_tokenizer, strict=False,
         labels = tf.concat([target_ids, [END_ID]], axis=0)
         return {"source_ids": source_ids, "target_ids": decoder_input}, labels
 
-    return _batches(
-        pairs, encode, lambda inputs, labels: tf.shape(inputs["source_ids"])[0], **batching
-    )
+    def length(inputs, labels):
+        if batching.get("batch_tokens"):  # the longer side sets the batch's width
+            return tf.maximum(tf.shape(inputs["source_ids"])[0], tf.shape(labels)[0])
+        return tf.shape(inputs["source_ids"])[0]
+
+    return _batches(pairs, encode, length, **batching)
 
 
 def language_model_batches(texts, tokenizer, strict=False, pack=False, **batching):
@@ -77,7 +88,14 @@ def language_model_batches(texts, tokenizer, strict=False, pack=False, **batchin
 
 
 def _packed_windows(
-    texts, tokenizer, batch_size, max_length, shuffle_buffer=0, seed=0, **unused_batching
+    texts,
+    tokenizer,
+    batch_size,
+    max_length,
+    shuffle_buffer=0,
+    seed=0,
+    batch_tokens=None,
+    **unused_batching,
 ):
     """`language_model_batches(pack=True)`: every window has the same
     length, so batches need neither buckets nor padding."""
@@ -93,7 +111,8 @@ def _packed_windows(
     windows = stream.batch(max_length + 1, drop_remainder=True)  # inputs and labels, offset by 1
     pairs = windows.map(lambda window: (window[:-1], window[1:]))
     # Full batches only: each holds batch_size windows of max_length tokens.
-    return pairs.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    rows = batch_rows(max_length, batch_size, batch_tokens)
+    return pairs.batch(rows, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def classification_batches(pairs, tokenizer, strict=False, **batching):
@@ -116,6 +135,7 @@ def _batches(
     seed=0,
     drop_remainder=False,
     bucket_shapes=False,
+    batch_tokens=None,
 ):
     """Shuffles, encodes, batches and pads (see the module docstring)."""
     if shuffle_buffer:
@@ -127,12 +147,15 @@ def _batches(
         shapes = tf.nest.map_structure(
             lambda spec: [max_length] * spec.shape.rank, dataset.element_spec
         )
-        return dataset.padded_batch(batch_size, padded_shapes=shapes).prefetch(tf.data.AUTOTUNE)
+        rows = batch_rows(max_length, batch_size, batch_tokens)
+        return dataset.padded_batch(rows, padded_shapes=shapes).prefetch(tf.data.AUTOTUNE)
     buckets = length_buckets(max_length)
+    # Bucket i holds the lengths from buckets[i - 1] to buckets[i]: at most
+    # buckets[i] wide, which sets its rows under batch_tokens.
     batched = dataset.bucket_by_sequence_length(
         element_length_func=length,
         bucket_boundaries=buckets[:-1],
-        bucket_batch_sizes=[batch_size] * len(buckets),
+        bucket_batch_sizes=[batch_rows(width, batch_size, batch_tokens) for width in buckets],
         drop_remainder=drop_remainder,
     )
     if bucket_shapes:
@@ -140,6 +163,19 @@ def _batches(
             lambda *batch: tf.nest.map_structure(lambda x: pad_to_bucket(x, buckets), batch)
         )
     return batched.prefetch(tf.data.AUTOTUNE)
+
+
+def batch_rows(width, batch_size, batch_tokens=None):
+    """How many sequences a batch at most `width` tokens wide holds:
+    `batch_size`, or with `batch_tokens` as many as fit in that many tokens."""
+    if not batch_tokens:
+        return batch_size
+    if batch_tokens < width:
+        raise ValueError(
+            f"batch_tokens={batch_tokens} holds no sequence of {width} tokens "
+            "(max_length): give at least max_length"
+        )
+    return batch_tokens // width
 
 
 def length_buckets(limit, shortest=8):

@@ -1,11 +1,12 @@
 """Sequences longer than max_length: truncated, or refused in strict mode;
-batches of a few widths for a compiled step."""
+batches of a few widths for a compiled step; batches cut by tokens."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_attention.data.pipeline import (
+    batch_rows,
     classification_batches,
     language_model_batches,
     length_buckets,
@@ -165,3 +166,86 @@ def test_a_tokenizer_whose_prompts_start_with_no_token_trains_without_one(pack):
     inputs, labels = (tensor.numpy().tolist() for tensor in next(iter(batches)))
     assert inputs == [[4, 5, 6, 4], [5, 4, 6, 5]]  # "ab a": a b Ġ a
     assert labels == [[5, 6, 4, 2], [4, 6, 5, 2]]
+
+
+def ragged_pairs(count=200, seed=0):
+    """`count` pairs of 1 to 40 characters on each side, drawn apart."""
+    rng = np.random.default_rng(seed)
+
+    def text():
+        return "".join(rng.choice(list("abcdefgh"), rng.integers(1, 41)))
+
+    return [(text(), text()) for _ in range(count)]
+
+
+@pytest.mark.parametrize("bucket_shapes", [False, True])
+def test_token_batches_hold_a_count_of_tokens_and_every_example_once(bucket_shapes):
+    """`batch_tokens`: a batch of width W (its bucket's, 8, 16, 32 or 40
+    here) holds `batch_tokens // W` pairs, so no batch holds more tokens
+    than that on either side; training batches keep only full ones,
+    evaluation keeps every pair once, and the same seed gives the same
+    batches."""
+    examples = ragged_pairs()
+    dataset = pairs(*examples)
+
+    def make(**batching):
+        batches = translation_batches(
+            dataset,
+            TOKENIZER,
+            TOKENIZER,
+            batch_size=3,  # not used under batch_tokens
+            batch_tokens=160,
+            max_length=40,
+            bucket_shapes=bucket_shapes,
+            **batching,
+        )
+        return [tf.nest.map_structure(lambda x: x.numpy(), batch) for batch in batches]
+
+    training = make(shuffle_buffer=200, seed=5, drop_remainder=True)
+    widths = set()
+    for inputs, labels in training:
+        source, target = inputs["source_ids"], inputs["target_ids"]
+        longest = max(
+            np.count_nonzero(source, axis=1).max(), np.count_nonzero(labels, axis=1).max()
+        )
+        width = next((b for b in (8, 16, 32) if longest < b), 40)  # its bucket's widest
+        assert len(labels) == 160 // width  # full batches only, rows set by the width
+        assert source.size <= 160 and target.size <= 160
+        widths.add(width)
+    assert {16, 32, 40} <= widths  # 10, 5 and 4 pairs a batch
+    again = make(shuffle_buffer=200, seed=5, drop_remainder=True)
+    assert all(
+        np.array_equal(a, b)
+        for x, y in zip(training, again, strict=True)
+        for a, b in zip(tf.nest.flatten(x), tf.nest.flatten(y), strict=True)
+    )
+
+    evaluation = make()
+    kept = sorted(
+        (tuple(row[row > 0]), tuple(label[label > 0]))
+        for inputs, labels in evaluation
+        for row, label in zip(inputs["source_ids"], labels, strict=True)
+    )
+    expected = sorted(
+        (
+            tuple(TOKENIZER.tokenize(source).numpy()),
+            (*TOKENIZER.tokenize(target).numpy()[:39], END_ID),
+        )
+        for source, target in examples
+    )
+    assert kept == expected
+    for inputs, labels in evaluation:
+        assert inputs["source_ids"].size <= 160 and labels.size <= 160
+
+
+def test_token_batches_of_packed_windows_and_the_rows_of_a_width():
+    assert batch_rows(40, batch_size=3) == 3
+    assert batch_rows(40, batch_size=3, batch_tokens=160) == 4
+    assert batch_rows(40, batch_size=3, batch_tokens=199) == 4
+    with pytest.raises(ValueError, match="batch_tokens=39 holds no sequence of 40 tokens"):
+        batch_rows(40, batch_size=3, batch_tokens=39)
+    texts = tf.data.Dataset.from_tensor_slices(["abcdefgh"] * 20)
+    batches = language_model_batches(
+        texts, TOKENIZER, pack=True, batch_size=1, batch_tokens=16, max_length=4
+    )
+    assert {tuple(ids.shape) for ids, _ in batches} == {(4, 4)}

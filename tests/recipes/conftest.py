@@ -4,16 +4,20 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-import tensorflow_datasets as tfds
 from recipe_helpers import tiny_flags
 
-import keras_attention.data.multilingual_dates  # noqa: F401
-from keras_attention import compat
+# TensorFlow is imported in the fixtures, not here: pytest-xdist's main
+# process reads this file too, and would print TensorFlow's start-up lines
+# (tests/conftest.py starts it quietly in the processes that run tests).
 
 
 @pytest.fixture(scope="session")
 def dates_data_dir(tmp_path_factory):
     """The offline dates data set, prepared once for every recipe test."""
+    import tensorflow_datasets as tfds
+
+    import keras_attention.data.multilingual_dates  # noqa: F401
+
     data_dir = tmp_path_factory.mktemp("tfds")
     tfds.builder("multilingual_dates", data_dir=data_dir).download_and_prepare()
     return data_dir
@@ -52,6 +56,8 @@ def deterministic_ops_as_they_were():
     sets them as its own flags say, but a model compiled or loaded outside a
     run would find them on, and Keras would drop its jit_compile with a
     warning): each test leaves them as it found them."""
+    from keras_attention import compat
+
     was_on = compat.is_op_determinism_enabled()
     yield
     if compat.is_op_determinism_enabled() and not was_on:

@@ -86,6 +86,23 @@ def test_data_parallel_on_two_devices_trains_as_one(jax_runs, two_devices):
     assert (output_dir / "serving" / "translate" / "1" / "saved_model.pb").is_file()
 
 
+def test_token_batches_on_two_devices_train_as_on_one(dates_data_dir, tmp_path):
+    """`--batch-tokens`: batches of several sizes, each filled with empty
+    rows to an even count (`fill_and_share`) and split over two devices,
+    train as on one."""
+    tokens = ("--batch-tokens", "1024", NO_EXPORT)
+    one = finish(run(flags(dates_data_dir, tmp_path / "one", *BEAM, *tokens), JAX))
+    two = finish(
+        run(flags(dates_data_dir, tmp_path / "two", *DATA_PARALLEL, *tokens), TWO_HOST_DEVICES)
+    )
+    for code, _, stderr in (one, two):
+        assert code == 0, stderr[-3000:]
+    assert "strategy data_parallel (2 replicas)" in two[1]
+    losses = [float(loss) for loss in epoch_losses(two[1])]
+    assert len(losses) == 3
+    assert losses == pytest.approx([float(loss) for loss in epoch_losses(one[1])], abs=2e-3)
+
+
 # --- Two processes of one device each: a multi-process job on 127.0.0.1 ---
 
 JOIN_TIMEOUT = "30"  # seconds (--join-timeout); a kill ends the other process in as many

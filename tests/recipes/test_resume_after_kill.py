@@ -24,6 +24,7 @@ and the optimizer's step counter moved on some replicas and not others
 """
 
 import json
+import re
 import shutil
 import signal
 import time
@@ -89,6 +90,26 @@ def test_a_killed_run_resumes_at_the_same_step(damage, default_strategy_runs, da
     assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir)
 
 
+TOKEN_BATCHES = ("--batch-tokens", "1024")  # 21 to 128 dates a batch, by their length
+
+
+def test_a_killed_run_with_token_batches_resumes_at_the_same_step(dates_data_dir, tmp_path):
+    """Batches cut by tokens (`--batch-tokens`): of several sizes, fewer
+    than the 8 batches of 32 an epoch of 256 pairs has otherwise."""
+    reference = finish(
+        run(flags(dates_data_dir, tmp_path / "reference", NO_EXPORT, *TOKEN_BATCHES))
+    )
+    assert reference[0] == 0, reference[2][-3000:]
+    steps = int(re.search(r"^(\d+)/\1 - ", reference[1], re.MULTILINE).group(1))
+    assert 3 <= steps < 8  # the kill is at epoch 2's third step
+    output_dir = tmp_path / "killed"
+    arguments = flags(dates_data_dir, output_dir, NO_EXPORT, *TOKEN_BATCHES)
+    killed_stdout = kill_and_keep(arguments, output_dir, {})
+    resumed = finish(run(arguments))
+    assert f"Resuming from {output_dir / 'checkpoints' / NEWEST_BEFORE_KILL}" in resumed[1]
+    assert_resumed_as_reference(resumed, killed_stdout, reference, output_dir)
+
+
 def cluster(arguments, env_for=lambda index: {}):
     ports = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
@@ -103,14 +124,16 @@ def cluster(arguments, env_for=lambda index: {}):
 def test_a_cluster_with_a_killed_worker_restarts_from_the_chiefs_checkpoint(
     dates_data_dir, tmp_path
 ):
-    arguments = flags(dates_data_dir, tmp_path / "reference", NO_EXPORT)
+    """With batches cut by tokens, of several sizes, each split between the
+    two workers (sentence batches are test_multi_worker.py's)."""
+    arguments = flags(dates_data_dir, tmp_path / "reference", NO_EXPORT, *TOKEN_BATCHES)
     reference = [finish(p) for p in cluster(arguments)]
     assert all(code == 0 for code, _, _ in reference), reference[0][2][-3000:]
 
     # Worker 1 dies mid-epoch; worker 0, waiting for it, is stopped too (as a
     # job scheduler would), and the job is started again as it was.
     output_dir = tmp_path / "killed"
-    arguments = flags(dates_data_dir, output_dir, NO_EXPORT)
+    arguments = flags(dates_data_dir, output_dir, NO_EXPORT, *TOKEN_BATCHES)
     chief, worker = cluster(arguments, lambda index: {"KILL_AT": KILL_AT, "KILL_WORKER": "1"})
     assert finish(worker)[0] == -signal.SIGKILL
     time.sleep(2)

@@ -51,6 +51,24 @@ def test_one_process_gets_every_row_filled_to_the_batch():
     np.testing.assert_array_equal(first[2], [1] * 5)
 
 
+def test_batches_of_many_sizes_are_filled_to_a_multiple_of_the_devices():
+    # Batches cut by tokens (batch_size None): 5 rows over 2 processes of 2
+    # devices each are filled to 8, 4 to 4; each process takes half.
+    dataset, ids, labels = batches([5, 4])
+    shares = [
+        list(fill_and_share(dataset, None, 2, index, devices=4).as_numpy_iterator())
+        for index in (0, 1)
+    ]
+    assert [[len(batch[1]) for batch in share] for share in shares] == [[4, 2], [4, 2]]
+    first = np.concatenate([shares[0][0][1], shares[1][0][1]])
+    np.testing.assert_array_equal(first, [1, 2, 3, 4, 5, 0, 0, 0])
+    np.testing.assert_array_equal(
+        np.concatenate([shares[0][0][2], shares[1][0][2]]), [1] * 5 + [0] * 3
+    )
+    second = np.concatenate([shares[0][1][0]["ids"], shares[1][1][0]["ids"]])
+    np.testing.assert_array_equal(second, ids[5:])
+
+
 MIRRORED_FIT = """
 import sys
 import numpy as np
