@@ -9,7 +9,9 @@ translators' French. This script downloads the packages with
 `apt-get download` (no install, no root needed beyond reading apt's lists),
 unpacks them with `dpkg-deb -x`, reads every French catalog, keeps the
 pairs that are plain text (no format placeholders, markup, paths or
-untranslated entries), and writes one `english<TAB>french` line per English
+untranslated entries; with `--keep-placeholders`, messages whose
+placeholders the translation keeps, `%s`, `{name}`, `<b>` and the like,
+are kept too), and writes one `english<TAB>french` line per English
 message. It needs a Debian or Ubuntu machine that can reach its package
 mirror; the output depends on the mirror's package versions, which are
 listed in `<output>.sources.tsv`.
@@ -30,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from keras_attention.data.placeholders import PLACEHOLDER, keeps_placeholders, placeholders
 
 # Desktop programs and command-line tools with large French catalogs, all in
 # Debian 12 (bookworm).
@@ -91,35 +95,44 @@ def read_mo(data):
             yield message, translation
 
 
-def plain(text):
+def plain(text, keep_placeholders=False):
     """The text without accelerator marks and with single spaces, or None if
-    it is not a plain one-line text with a letter in it."""
-    if "\n" in text.strip() or "\t" in text:
+    it is not a plain one-line text with a letter in it. With
+    `keep_placeholders`, its placeholders (`keras_attention.data.placeholders`:
+    `%s`, `{name}`, `<b>`, ...) are kept as they are and the rest must be plain."""
+    if "\n" in text.strip() or "\t" in text or "\0" in text:
         return None
+    kept = placeholders(text) if keep_placeholders else []
+    if kept:
+        text = PLACEHOLDER.sub("\0", text)  # out of the checks' way, put back below
     if NOT_PLAIN_TEXT.search(text) or len(ACCELERATOR.findall(text)) > 1:
         return None  # two marks: more likely an identifier than an accelerator
     text = " ".join(ACCELERATOR.sub("", text, count=1).split())
     if not LETTER.search(text) or len(text) > 200:
         return None
-    return text
+    parts = text.split("\0")
+    return parts[0] + "".join(p + part for p, part in zip(kept, parts[1:], strict=True))
 
 
-def clean(message, translation):
-    """The pair as two plain texts, or None: untranslated, empty, or not plain."""
-    english, french = plain(message), plain(translation)
+def clean(message, translation, keep_placeholders=False):
+    """The pair as two plain texts, or None: untranslated, empty, not plain,
+    or (`keep_placeholders`) without the same placeholders on both sides."""
+    english, french = plain(message, keep_placeholders), plain(translation, keep_placeholders)
     if not english or not french or english == french:
+        return None
+    if not keeps_placeholders(english, french):
         return None
     return english, french
 
 
-def corpus(catalogs):
+def corpus(catalogs, keep_placeholders=False):
     """One `(english, french)` pair per English text: when catalogs
     translate it differently, the most frequent translation (then the first
     in sorted order), so the result does not depend on reading order."""
     translations = collections.defaultdict(collections.Counter)
     for data in catalogs:
         for message, translation in read_mo(data):
-            pair = clean(message, translation)
+            pair = clean(message, translation, keep_placeholders)
             if pair:
                 translations[pair[0]][pair[1]] += 1
     return [
@@ -150,12 +163,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", required=True, help="the TSV file to write")
     parser.add_argument("--packages", nargs="+", default=PACKAGES, help="Debian packages to read")
+    parser.add_argument(
+        "--keep-placeholders",
+        action="store_true",
+        help="keep messages with placeholders (%%s, {name}, <b>, ...) whose translation has "
+        "the same ones",
+    )
     args = parser.parse_args(argv)
     output = Path(args.output)
     with tempfile.TemporaryDirectory() as folder:
         sources = download(args.packages, folder)
         catalogs = sorted((Path(folder) / "root").rglob("fr/LC_MESSAGES/*.mo"))
-        pairs = corpus(path.read_bytes() for path in catalogs)
+        pairs = corpus((path.read_bytes() for path in catalogs), args.keep_placeholders)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("".join(f"{e}\t{f}\n" for e, f in pairs), encoding="utf-8")
     Path(f"{output}.sources.tsv").write_text(

@@ -504,13 +504,13 @@ def _module_name(config_class):
 def _shown_default(field):
     default = _default(field)
     if isinstance(default, bool):
-        return _as_flag(field.name, default)
+        return as_flag(field.name, default)
     if isinstance(default, dict):
         return json.dumps(default)
     return default
 
 
-def _as_flag(name, value):
+def as_flag(name, value):
     """`name=value` as it is typed on the command line."""
     flag = "--" + name.replace("_", "-")
     if isinstance(value, bool):
@@ -524,7 +524,7 @@ def _describe_presets(presets):
     """One line a preset: its name and the flags it sets."""
     lines = []
     for name, values in presets.items():
-        settings = " ".join(_as_flag(key, value) for key, value in values.items())
+        settings = " ".join(as_flag(key, value) for key, value in values.items())
         lines.append(f"  {name}: {settings or '(the defaults)'}")
     return "\n".join(lines) + "\n"
 

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_attention import visualize
 from keras_attention.data import text_files
+from keras_attention.data.placeholders import frequent_placeholders
 from keras_attention.data.tokenizers import (
     CharacterTokenizer,
     SubwordTokenizer,
@@ -42,6 +43,7 @@ from keras_attention.recipes.config import (
     InitFromError,
     OtherRunInFolder,
     TrainingConfig,
+    as_flag,
     flag_name,
 )
 from keras_attention.recipes.jax_job import saving_alone
@@ -166,10 +168,12 @@ def set_precision(precision):
 
 
 def train_tokenizer(config, texts):
-    """The tokeniser `config.tokenizer` names, learned from `texts` (a list)."""
+    """The tokeniser `config.tokenizer` names, learned from `texts` (a list).
+    A subword vocabulary keeps the placeholders frequent in `texts` (`%s`,
+    `{name}`, `<b>`: `keras_attention.data.placeholders`) as one token each."""
     if config.tokenizer == "character":
         return CharacterTokenizer.train(texts)
-    return SubwordTokenizer.train(texts, config.vocabulary_size)
+    return SubwordTokenizer.train(texts, config.vocabulary_size, frequent_placeholders(texts))
 
 
 def warn_if_truncated(what, tokenizer, texts, limit):
@@ -586,7 +590,7 @@ class Recipe:
         if chosen:
             print(
                 "Chosen for the data (set these flags to choose otherwise): "
-                + ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in chosen.items())
+                + ", ".join(as_flag(name, value) for name, value in chosen.items())
             )
         return config
 

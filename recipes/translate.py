@@ -30,6 +30,7 @@ import tensorflow as tf
 from keras_attention import decoding, visualize
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import translation_batches
+from keras_attention.data.placeholders import placeholder_survival
 from keras_attention.data.tokenizers import END_ID, PAD_ID, token_ids
 from keras_attention.files import write_atomically
 from keras_attention.models import (
@@ -39,6 +40,7 @@ from keras_attention.models import (
     transformer,
 )
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
+from keras_attention.recipes.choices import share_vocabulary_for
 from keras_attention.recipes.compiled_decoding import compile_decoding
 from keras_attention.recipes.config import (
     TrainingConfig,
@@ -73,7 +75,12 @@ class TranslateConfig(TrainingConfig):
     source_key: str | None = flag(None, "the source feature of --dataset tfds:NAME")
     target_key: str | None = flag(None, "the target feature of --dataset tfds:NAME")
     reverse: bool = flag(False, "swap source and target (WMT14 de-en read as en -> de)")
-    shared_vocabulary: bool = flag(False, "one subword vocabulary for both languages")
+    shared_vocabulary: bool | None = flag(
+        None,
+        "one vocabulary for both languages, and with the transformer one embedding matrix "
+        "for the source, the target and the output; None: shared when both languages are "
+        "written mostly in one script (the dates task: not shared)",
+    )
     model: str = flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
     model_preset: str | None = model_preset_flag(MODEL_PRESETS)
     label_smoothing: float = flag(0.0, "label smoothing of the loss (paper: 0.1)")
@@ -327,7 +334,10 @@ class TranslateRecipe(Recipe):
         initial = self.initial_run(("source", "target"))
         if initial:
             tokenizers, self.config = initial
-        config = self.choose_for_data(sources + targets, beam_size=1 if self.built_in_task else 4)
+        choices = dict(beam_size=1 if self.built_in_task else 4)
+        if not self.built_in_task:  # the dates task keeps a character vocabulary a side
+            choices["shared_vocabulary"] = share_vocabulary_for(sources, targets)
+        config = self.choose_for_data(sources + targets, **choices)
         if initial:
             tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
         elif config.shared_vocabulary:
@@ -365,11 +375,20 @@ class TranslateRecipe(Recipe):
         config = data.config
         if config.init_from:
             return self.initial_model()
+        overrides = config.model_overrides
+        if config.model == "transformer":
+            # One vocabulary: one matrix embeds source and target and projects
+            # the output. Two: one each (the base and big presets share one).
+            if config.shared_vocabulary:
+                embeddings = dict(share_embeddings=True, tie_output_embeddings=True)
+            else:
+                embeddings = dict(share_embeddings=False)
+            overrides = {**embeddings, **overrides}
         return MODELS[config.model](
             data.tokenizer.vocabulary_size,
             data.target_tokenizer.vocabulary_size,
             preset=config.model_preset,
-            **config.model_overrides,
+            **overrides,
         )
 
     def loss_and_metrics(self, data):
@@ -398,6 +417,13 @@ class TranslateRecipe(Recipe):
             f"({correct}/{len(test)})"
         )
         write_translations(RunFiles(output_dir).test_translations, test, predictions)
+        survival = placeholder_survival(sources, predictions)
+        if survival["pairs"]:
+            print(
+                f"Placeholders (%s, {{name}}, <b>, ...): kept whole in {survival['kept']:,} of "
+                f"the {survival['pairs']:,} test translations whose source has them "
+                f"({survival['kept'] / survival['pairs']:.1%})"
+            )
         results = {
             "exact_match": correct / len(test),
             "sacrebleu": round(bleu_score.score, 2),
@@ -407,6 +433,7 @@ class TranslateRecipe(Recipe):
             "test_examples": len(test),
             "decoding": decoding_name,
             "length_penalty": config.length_penalty,
+            "placeholders": survival,
         }
         return Evaluation(results, test, predictions)
 

@@ -74,6 +74,25 @@ def test_only_plain_text_pairs_are_kept(message, translation, expected):
     assert corpus_script.clean(message, translation) == expected
 
 
+@pytest.mark.parametrize(
+    "message,translation,expected",
+    [
+        ("Deleted %s", "%s supprimé", ("Deleted %s", "%s supprimé")),
+        ("Page {0} of {1}", "Page {1} sur {0}", ("Page {0} of {1}", "Page {1} sur {0}")),
+        ("<b>_Bold</b> %d", "<b>_Gras</b> %d", ("<b>Bold</b> %d", "<b>Gras</b> %d")),
+        ("Copy {file_name}", "Copier {file_name}", ("Copy {file_name}", "Copier {file_name}")),
+        ("Deleted %s", "Supprimé", None),  # the translation lost it
+        ("Deleted %s", "%d supprimé", None),  # or changed it
+        ("%s and %s", "%s et", None),  # or has it fewer times
+        ("Size: $(SIZE) %s", "Taille : $(SIZE) %s", None),  # the rest must be plain
+        ("Two\nlines %s", "Deux\nlignes %s", None),
+        ("Network", "Network", None),
+    ],
+)
+def test_with_placeholders_the_pairs_that_keep_theirs_are_kept(message, translation, expected):
+    assert corpus_script.clean(message, translation, keep_placeholders=True) == expected
+
+
 def test_one_translation_per_english_text_the_most_frequent():
     catalogs = [
         compiled_catalog([("File", "Fichier"), ("Open", "Ouvrir")]),

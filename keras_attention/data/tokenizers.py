@@ -207,11 +207,13 @@ class SubwordTokenizer(tf.Module):
         self._pieces = SentencePieceOps(self.model, tf.string)
 
     @classmethod
-    def train(cls, texts, vocabulary_size):
+    def train(cls, texts, vocabulary_size, symbols=()):
         """Trains a unigram model on `texts` (an iterable of str).
 
         `vocabulary_size` counts the 4 reserved ids; a corpus too small for
-        it gets a smaller vocabulary rather than an error.
+        it gets a smaller vocabulary rather than an error. `symbols` (str
+        without spaces, such as placeholders like `%s`) are kept as one
+        piece each wherever they occur (SentencePiece's user-defined symbols).
         """
         import sentencepiece
 
@@ -231,6 +233,7 @@ class SubwordTokenizer(tf.Module):
             unk_piece=UNKNOWN,
             hard_vocab_limit=False,
             character_coverage=1.0,
+            user_defined_symbols=[s for s in symbols if s not in RESERVED],  # <s>: a tag too
             minloglevel=2,
         )
         return cls(model.getvalue())

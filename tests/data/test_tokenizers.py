@@ -85,6 +85,20 @@ def test_subword_tokenizer_round_trip_in_a_graph(tmp_path):
     assert SubwordTokenizer.load(path).vocabulary == tokenizer.vocabulary
 
 
+def test_subword_symbols_are_one_piece_wherever_they_are():
+    """Placeholders given as symbols are never cut, and come back whole;
+    `<s>` (HTML's strike-through, and the start token) is left to the text."""
+    texts = [f"{text} %s" for text in CORPUS] + ["cat%sdog <b>x</b>"] * 5
+    tokenizer = SubwordTokenizer.train(texts, 80, symbols=["%s", "<b>", "</b>", "<s>"])
+    assert tokenizer.vocabulary[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+    pieces = tokenizer.tokenize_as_strings(tf.constant(["the cat%sdog <b>x</b>"])).numpy()[0]
+    assert {b"%s", b"<b>", b"</b>"} <= set(pieces.tolist())
+    ids = tokenizer.tokenize(tf.constant(["the cat%sdog <b>x</b>"])).to_tensor()
+    assert tokenizer.detokenize(ids).numpy()[0] == b"the cat%sdog <b>x</b>"
+    plain = SubwordTokenizer.train(texts, 80)
+    assert b"%s" not in plain.tokenize_as_strings(tf.constant(["cat%sdog"])).numpy()[0].tolist()
+
+
 @pytest.mark.parametrize("kind", ["character", "subword", "mapped"])
 def test_tokens_as_strings_are_the_tokens_of_the_ids_and_make_their_text(kind):
     """`tokenize_as_strings`: one string per id of `tokenize`, the

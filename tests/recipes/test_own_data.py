@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
@@ -214,6 +216,74 @@ def test_classify_on_files_with_string_labels(examples, tmp_path, capsys):
     served = tf.saved_model.load(str(output_dir / "serving" / "classify" / "1"))
     answer = served.signatures["serving_default"](text=tf.constant(["29 novembre 2026"]))
     assert answer["label"].numpy()[0].decode() in ("de", "en", "es", "fr")
+
+
+def interface_messages(count, seed=0):
+    """`count` English -> French pairs of made-up interface messages, most
+    with placeholders (`%s`, `%d`, `{name}`, `<b>...</b>`) that the French
+    keeps, some moved to another place in the sentence."""
+    rng = np.random.default_rng(seed)
+    words = [("open", "ouvrir"), ("close", "fermer"), ("save", "enregistrer"), ("copy", "copier")]
+    things = [("the file", "le fichier"), ("the folder", "le dossier"), ("a page", "une page")]
+    templates = [
+        ("{verb} {thing}", "{verb} {thing}"),
+        ("{verb} {thing} %s", "{verb} {thing} %s"),
+        ("Cannot {verb} %s", "Impossible de {verb} %s"),
+        ("{verb} %d times", "{verb} %d fois"),
+        ("<b>{verb}</b> {thing}", "<b>{verb}</b> {thing}"),
+        ("{verb} {{name}} now", "{verb} maintenant {{name}}"),
+    ]
+    pairs = set()
+    while len(pairs) < count:
+        (verb, verbe), (thing, chose) = words[rng.integers(4)], things[rng.integers(3)]
+        english, french = templates[rng.integers(len(templates))]
+        number = f" {rng.integers(1000)}"  # so that the pairs are many
+        pairs.add(
+            (
+                english.format(verb=verb, thing=thing) + number,
+                french.format(verb=verbe, thing=chose) + number,
+            )
+        )
+    return sorted(pairs)
+
+
+@pytest.mark.large  # a whole recipe run (see docs/testing.md)
+def test_one_script_shares_a_vocabulary_and_placeholders_are_tokens_and_counted(tmp_path):
+    """English and French (both Latin script): one vocabulary, one embedding
+    matrix for source, target and output, and the placeholders frequent in
+    the training file each one token; the test split's placeholders kept
+    or lost are counted."""
+    pairs = write_lines(tmp_path / "pairs.tsv", [f"{e}\t{f}" for e, f in interface_messages(600)])
+    output_dir = tmp_path / "run"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        translate.main(
+            ["--train-file", str(pairs), "--output-dir", str(output_dir), *SMALL_RUN]
+            + ["--no-tune-decoding", "--no-export"]
+        )
+    printed = printed.getvalue()
+    assert "--shared-vocabulary" in printed.split("Chosen for the data")[1].splitlines()[0]
+    source = (output_dir / "source_vocabulary.model").read_bytes()
+    assert source == (output_dir / "target_vocabulary.model").read_bytes()
+    vocabulary = SubwordTokenizer.load(output_dir / "source_vocabulary.model").vocabulary
+    assert {"%s", "%d", "{name}", "<b>", "</b>"} <= set(vocabulary)
+    model = keras.saving.load_model(output_dir / "model.keras")
+    assert model.share_embeddings and model.output_projection is None  # one matrix
+
+    rows = [
+        line.split("\t")
+        for line in (output_dir / "test_translations.tsv").read_text().splitlines()[1:]
+    ]
+    with_placeholders = [(s, t) for s, _, t in rows if re.search(r"%[sd]|\{name\}|<b>", s)]
+    kept = sum(
+        sorted(re.findall(r"%[sd]|\{name\}|</?b>", s))
+        == sorted(re.findall(r"%[sd]|\{name\}|</?b>", t))
+        for s, t in with_placeholders
+    )
+    results = json.loads((output_dir / "evaluation.json").read_text())
+    assert results["placeholders"] == {"pairs": len(with_placeholders), "kept": kept}
+    assert len(with_placeholders) > 10
+    assert f"kept whole in {kept:,} of the {len(with_placeholders):,} test translations" in printed
 
 
 @pytest.mark.large  # a whole recipe run (see docs/testing.md)
