@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from benchmarks import measure, opennmt
 from keras_attention.data import text_files
+from keras_attention.data.placeholders import placeholder_survival
 from keras_attention.models.transformer import PRESETS as TRANSFORMER_PRESETS
 from keras_attention.run_files import RunFiles, read_config
 
@@ -319,8 +320,12 @@ def main(argv=None):
             name = f"opennmt_warmup_{warmup_steps}"
             rows[name] = dict(row, decoding="beam 4", warmup_steps=warmup_steps)
             predictions[name] = texts
+    sources = [source for source, _, _ in triples]
     for name, row in rows.items():
         row.update(scores(predictions[name], references))
+        # Of the test sources with placeholders (%s, {name}, <b>, ...), how
+        # many translations keep them all.
+        row["placeholders"] = placeholder_survival(sources, predictions[name])
 
     results = {
         **started,

@@ -1,10 +1,7 @@
 """What a recipe chooses for the user's data when a flag is left unset:
-the subword vocabulary's size, whether two languages share it, the number
-of epochs, and the precision."""
+the subword vocabulary's size, the number of epochs, and the precision."""
 
-import collections
 import re
-import unicodedata
 from pathlib import Path
 
 
@@ -14,28 +11,6 @@ def vocabulary_size_for(texts):
     tutorial's size for 50,000 sentence pairs)."""
     distinct_words = len({word for text in texts for word in text.split()})
     return min(8000, max(500, round(distinct_words / 4 / 500) * 500))
-
-
-def writing_script(texts, most=5000):
-    """The script most letters of `texts` are written in, as Unicode names
-    it ("LATIN", "CYRILLIC", "CJK", "ARABIC", ...), over the first `most`
-    texts; None without a letter."""
-    scripts = collections.Counter(
-        unicodedata.name(character, "?").split(" ")[0]
-        for text in texts[:most]
-        for character in text
-        if character.isalpha()
-    )
-    return scripts.most_common(1)[0][0] if scripts else None
-
-
-def share_vocabulary_for(sources, targets):
-    """Whether a translation's two languages share one subword vocabulary
-    (and the model one embedding matrix): when both are written mostly in
-    the same script, so that names, numbers and placeholders are the same
-    tokens on both sides."""
-    script = writing_script(sources)
-    return script is not None and script == writing_script(targets)
 
 
 # Words of training text (both sides of a translation counted) that the

@@ -40,7 +40,6 @@ from keras_attention.models import (
     transformer,
 )
 from keras_attention.objectives import MaskedAccuracy, MaskedSparseCrossentropy
-from keras_attention.recipes.choices import share_vocabulary_for
 from keras_attention.recipes.compiled_decoding import compile_decoding
 from keras_attention.recipes.config import (
     TrainingConfig,
@@ -75,11 +74,10 @@ class TranslateConfig(TrainingConfig):
     source_key: str | None = flag(None, "the source feature of --dataset tfds:NAME")
     target_key: str | None = flag(None, "the target feature of --dataset tfds:NAME")
     reverse: bool = flag(False, "swap source and target (WMT14 de-en read as en -> de)")
-    shared_vocabulary: bool | None = flag(
-        None,
-        "one vocabulary for both languages, and with the transformer one embedding matrix "
-        "for the source, the target and the output; None: shared when both languages are "
-        "written mostly in one script (the dates task: not shared)",
+    shared_vocabulary: bool = flag(
+        False,
+        "one subword vocabulary for both languages, and with the transformer one embedding "
+        "matrix for the source, the target and the output",
     )
     model: str = flag("transformer", "transformer or seq2seq_attention", choices=MODELS)
     model_preset: str | None = model_preset_flag(MODEL_PRESETS)
@@ -334,10 +332,7 @@ class TranslateRecipe(Recipe):
         initial = self.initial_run(("source", "target"))
         if initial:
             tokenizers, self.config = initial
-        choices = dict(beam_size=1 if self.built_in_task else 4)
-        if not self.built_in_task:  # the dates task keeps a character vocabulary a side
-            choices["shared_vocabulary"] = share_vocabulary_for(sources, targets)
-        config = self.choose_for_data(sources + targets, **choices)
+        config = self.choose_for_data(sources + targets, beam_size=1 if self.built_in_task else 4)
         if initial:
             tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
         elif config.shared_vocabulary:
