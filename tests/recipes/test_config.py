@@ -213,3 +213,14 @@ def test_model_presets_are_listed_and_a_wrong_one_is_refused_at_once(capsys):
         language_model.LanguageModelConfig, language_model.PRESETS, ["--model-preset", "modern"]
     )
     assert config.model_preset == "modern"
+
+
+def test_a_token_batch_must_hold_one_sequence_of_the_longest_length(capsys):
+    with pytest.raises(SystemExit):
+        recipe_config.parse_config(TranslateConfig, PRESETS, ["--batch-tokens", "40"])
+    error = capsys.readouterr().err
+    assert "--batch-tokens 40 holds no sequence of --max-input-length 48 tokens" in error
+    config = recipe_config.parse_config(
+        TranslateConfig, PRESETS, ["--batch-tokens", "40", "--max-input-length", "40"]
+    )
+    assert config.batch_tokens == 40
