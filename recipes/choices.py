@@ -14,17 +14,35 @@ def vocabulary_size_for(texts):
 
 
 # Words of training text (both sides of a translation counted) that the
-# tiny preset trains on in about 8 minutes on 2 CPU cores, leaving 2 for the
-# rest of a 10-minute run: measured, 860,000 words of the English-French
-# corpus of `examples/build_french_corpus.py` an epoch, in 199 s.
+# tiny preset trains on in about 8 to 10 minutes on 2 CPU cores, measured on
+# the English-French corpus of `examples/build_catalog_corpus.py` (860,000
+# words an epoch): with batches of 64 sentences an epoch took 199 s (an
+# Intel Xeon) to 227 s (an AMD EPYC); with batches of 1,024 tokens, 145 s
+# (the AMD EPYC, validation included: fewer, less padded steps).
 WORDS_IN_TEN_MINUTES = 2_000_000
+WORDS_IN_TEN_MINUTES_BY_TOKENS = 3_500_000
+
+# Batches by tokens (`--batch-tokens`), chosen for a translation corpus of
+# at least `TOKEN_BATCHES_FROM` training pairs. Only full batches train, and
+# a bucket's last, partial batch waits for the next epoch's shuffle: up to
+# about 250 pairs an epoch, which a smaller corpus would miss too often.
+BATCH_TOKENS = 1024
+TOKEN_BATCHES_FROM = 10_000
 
 
-def epochs_for(texts):
+def batch_tokens_for(pairs):
+    """`--batch-tokens` for a translation corpus of `pairs` training pairs:
+    `BATCH_TOKENS` from `TOKEN_BATCHES_FROM` pairs, else 0 (sentences)."""
+    return BATCH_TOKENS if pairs >= TOKEN_BATCHES_FROM else 0
+
+
+def epochs_for(texts, by_tokens=False):
     """Epochs for a corpus: as many as fit in about 10 minutes on 2 CPU
-    cores (see `WORDS_IN_TEN_MINUTES`), from 1 to 20."""
+    cores (see `WORDS_IN_TEN_MINUTES`; `by_tokens`: batches by tokens),
+    from 1 to 20."""
     words = sum(len(text.split()) for text in texts)
-    return min(20, max(1, round(WORDS_IN_TEN_MINUTES / max(words, 1))))
+    in_ten_minutes = WORDS_IN_TEN_MINUTES_BY_TOKENS if by_tokens else WORDS_IN_TEN_MINUTES
+    return min(20, max(1, round(in_ten_minutes / max(words, 1))))
 
 
 def cpu_flags(cpuinfo="/proc/cpuinfo"):

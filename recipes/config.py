@@ -160,8 +160,9 @@ class TrainingConfig:
     batch_tokens: int | None = flag(
         None,
         "cut training and validation batches by tokens, not sentences: a batch padded to "
-        "W tokens holds N // W sequences (then --batch-size is not used for them)",
-        positive=True,
+        "W tokens holds N // W sequences (then --batch-size is not used for them); 0: "
+        "batches of --batch-size; None: chosen (translation: 1024 from 10,000 training "
+        "pairs, else 0)",
     )
     epochs: int | None = flag(
         None,
@@ -262,6 +263,8 @@ class TrainingConfig:
             raise ValueError(f"--ema-momentum must be from 0 to below 1; got {self.ema_momentum}")
         if self.final_decay is not None and not 0 <= self.final_decay <= 1:
             raise ValueError(f"--final-decay must be from 0 to 1; got {self.final_decay}")
+        if self.batch_tokens is not None and self.batch_tokens < 0:
+            raise ValueError(f"--batch-tokens must be 0 or more; got {self.batch_tokens}")
         if self.batch_tokens and self.batch_tokens < self.max_input_length:
             raise ValueError(
                 f"--batch-tokens {self.batch_tokens} holds no sequence of --max-input-length "

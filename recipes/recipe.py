@@ -449,7 +449,7 @@ class Recipe:
     config_class = TrainingConfig
     model_name = "model"  # how the summary line names the model
     built_in_epochs = 3  # epochs on the built-in dates task
-    built_in_final_decay = 0.0  # and its --final-decay
+    chosen_final_decay = 0.0  # --final-decay when not given
 
     def __init__(self, config):
         self.config = config
@@ -572,10 +572,13 @@ class Recipe:
             # layers, d_model 128) was behind tiny after as many epochs and
             # 1.8x slower a step: within about 10 minutes, tiny learns more.
             model_preset="tiny",
-            epochs=self.built_in_epochs if built_in else epochs_for(texts),
-            final_decay=self.built_in_final_decay if built_in else 0.0,
-            **recipe_choices,
+            batch_tokens=0,  # none: batches of --batch-size sentences
+            final_decay=self.chosen_final_decay,
         )
+        choices.update(recipe_choices)
+        given = config.batch_tokens
+        by_tokens = bool(choices["batch_tokens"] if given is None else given)
+        choices["epochs"] = self.built_in_epochs if built_in else epochs_for(texts, by_tokens)
         if config.time_budget:
             choices["final_decay"] = DECAY_SHARE
             choices.pop("epochs")  # planned by the budget, --epochs at most
@@ -585,8 +588,9 @@ class Recipe:
         config = dataclasses.replace(config, **chosen)
         if config.tokenizer == "character":
             chosen.pop("vocabulary_size", None)  # not used
-        if not chosen.get("final_decay", True):
-            chosen.pop("final_decay")  # none: as before it was a flag
+        for name in ("batch_tokens", "final_decay"):
+            if not chosen.get(name, True):
+                chosen.pop(name)  # none: as before they were flags
         if chosen:
             print(
                 "Chosen for the data (set these flags to choose otherwise): "

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "build_french_corpus.py"
-spec = importlib.util.spec_from_file_location("build_french_corpus", SCRIPT)
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "build_catalog_corpus.py"
+spec = importlib.util.spec_from_file_location("build_catalog_corpus", SCRIPT)
 corpus_script = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(corpus_script)
 
@@ -106,3 +106,26 @@ def test_one_translation_per_english_text_the_most_frequent():
     ]
     # The reading order does not change the result.
     assert corpus_script.corpus(catalogs[::-1]) == corpus_script.corpus(catalogs)
+
+
+def test_another_language_reads_its_own_catalogs(tmp_path):
+    assert "libreoffice-l10n-fr" in corpus_script.packages_for("fr")
+    spanish = corpus_script.packages_for("es")
+    assert "libreoffice-l10n-es" in spanish and "libreoffice-l10n-fr" not in spanish
+    assert "libreoffice-l10n-pt-br" in corpus_script.packages_for("pt_BR")  # Debian's spelling
+    for language in ("fr", "es", "es_MX"):
+        folder = tmp_path / "usr/share/locale" / language / "LC_MESSAGES"
+        folder.mkdir(parents=True)
+        (folder / "gedit.mo").write_bytes(compiled_catalog([("Open", "Abrir")]))
+    (found,) = corpus_script.catalogs_of(tmp_path, "es")
+    assert found.parent.parent.name == "es"
+
+
+@pytest.mark.parametrize("language", ["Spanish", "es-ES", "../fr", ""])
+def test_a_language_that_names_no_catalog_folder_is_refused(language, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        corpus_script.main(["--language", language, "--output", str(tmp_path / "out.tsv")])
+    assert f"--language must name a catalog folder (fr, pt_BR); got {language!r}" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "out.tsv").exists()

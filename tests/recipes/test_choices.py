@@ -1,7 +1,53 @@
-"""What a recipe chooses when a flag is left unset: here, the line that
-says why it trains in float32 (`benchmarks/bfloat16.py` measured why)."""
+"""What a recipe chooses when a flag is left unset: batches and epochs
+for the corpus's size, and the line that says why it trains in float32
+(`benchmarks/bfloat16.py` measured why)."""
 
-from keras_attention.recipes.choices import bfloat16_flags, precision_note
+import contextlib
+import io
+
+from keras_attention.recipes.choices import (
+    batch_tokens_for,
+    bfloat16_flags,
+    epochs_for,
+    precision_note,
+)
+from keras_attention.recipes.translate import TranslateConfig, TranslateRecipe
+
+# As many words as an epoch of the English-French corpus of
+# examples/build_catalog_corpus.py (860,000, both sides).
+EN_FR_SIZED = ["one two three four five six seven eight nine ten"] * 86_000
+
+
+def test_a_large_corpus_is_batched_by_tokens_and_a_small_one_by_sentences():
+    assert batch_tokens_for(10_000) == 1024 and batch_tokens_for(75_898) == 1024
+    assert batch_tokens_for(9_999) == 0 and batch_tokens_for(20) == 0
+    # Batches by tokens train more words a minute: more epochs fit.
+    assert (epochs_for(EN_FR_SIZED), epochs_for(EN_FR_SIZED, by_tokens=True)) == (2, 4)
+    assert epochs_for(["a few words"]) == 20 and epochs_for(EN_FR_SIZED * 10) == 1
+
+
+def chosen(flags, **recipe_choices):
+    """What a translation recipe given `flags` (TranslateConfig fields)
+    chooses for EN_FR_SIZED, and what it printed."""
+    recipe = TranslateRecipe(TranslateConfig(train_file="pairs.tsv", **flags))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        config = recipe.choose_for_data(EN_FR_SIZED, **recipe_choices)
+    return config, printed.getvalue()
+
+
+def test_the_epochs_follow_the_batches_chosen_or_given():
+    config, printed = chosen({}, batch_tokens=1024)
+    assert (config.batch_tokens, config.epochs, config.final_decay) == (1024, 4, 0.2)
+    assert "--batch-tokens 1024, --final-decay 0.2, --epochs 4" in printed
+    config, printed = chosen({"batch_tokens": 0}, batch_tokens=1024)  # sentences, as asked
+    assert (config.batch_tokens, config.epochs) == (0, 2) and "--batch-tokens" not in printed
+    config, printed = chosen({}, batch_tokens=0)
+    assert (config.batch_tokens, config.epochs) == (0, 2) and "--batch-tokens" not in printed
+    config, _ = chosen({"batch_tokens": 2048, "final_decay": 0.0}, batch_tokens=0)
+    assert (config.batch_tokens, config.epochs, config.final_decay) == (2048, 4, 0.0)
+    config, _ = chosen({"time_budget": 10.0}, batch_tokens=1024)
+    assert config.epochs is None  # planned by the budget
 
 
 def test_the_cpu_s_bfloat16_instructions_are_read_from_cpuinfo(tmp_path):

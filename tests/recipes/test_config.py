@@ -224,3 +224,8 @@ def test_a_token_batch_must_hold_one_sequence_of_the_longest_length(capsys):
         TranslateConfig, PRESETS, ["--batch-tokens", "40", "--max-input-length", "40"]
     )
     assert config.batch_tokens == 40
+    with pytest.raises(SystemExit):
+        recipe_config.parse_config(TranslateConfig, PRESETS, ["--batch-tokens", "-1"])
+    assert "--batch-tokens must be 0 or more; got -1" in capsys.readouterr().err
+    config = recipe_config.parse_config(TranslateConfig, PRESETS, ["--batch-tokens", "0"])
+    assert config.batch_tokens == 0  # batches of --batch-size sentences

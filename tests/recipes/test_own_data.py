@@ -71,7 +71,7 @@ def test_the_readme_quick_start_chooses_for_the_data_and_serves_it(quick_start_r
     assert "held out of" in printed
     assert (
         "Chosen for the data (set these flags to choose otherwise): --tokenizer subword, "
-        "--vocabulary-size 500, --model-preset tiny, --beam-size 4"
+        "--vocabulary-size 500, --model-preset tiny, --final-decay 0.2, --beam-size 4"
     ) in printed
     config = json.loads((output_dir / "config.json").read_text())
     assert (config["tokenizer"], config["model_preset"], config["beam_size"]) == (

@@ -1,20 +1,23 @@
-"""Builds an English -> French corpus of sentences written by people: the
-French message catalogs that Debian packages ship, read pair by pair.
+"""Builds an English -> French (or -> another language) corpus of sentences
+written by people: the message catalogs that Debian packages ship, read
+pair by pair.
 
-    python examples/build_french_corpus.py --output data/en_fr.tsv
+    python examples/build_catalog_corpus.py --output data/en_fr.tsv
+    python examples/build_catalog_corpus.py --language es --output data/en_es.tsv
 
 Every program translated with gettext carries, for each language, a catalog
 (`/usr/share/locale/fr/LC_MESSAGES/NAME.mo`) of its English messages and the
 translators' French. This script downloads the packages with
 `apt-get download` (no install, no root needed beyond reading apt's lists),
-unpacks them with `dpkg-deb -x`, reads every French catalog, keeps the
+unpacks them with `dpkg-deb -x`, reads every catalog of `--language`
+(`fr` unless given: the folder name under `locale/`), keeps the
 pairs that are plain text (no format placeholders, markup, paths or
 untranslated entries; with `--keep-placeholders`, messages whose
 placeholders the translation keeps, `%s`, `{name}`, `<b>` and the like,
 are kept too), and writes one `english<TAB>french` line per English
-message. It needs a Debian or Ubuntu machine that can reach its package
-mirror; the output depends on the mirror's package versions, which are
-listed in `<output>.sources.tsv`.
+message (`english<TAB>spanish` with `--language es`). It needs a Debian or
+Ubuntu machine that can reach its package mirror; the output depends on
+the mirror's package versions, which are listed in `<output>.sources.tsv`.
 
 The catalogs are under their programs' licences (mostly the GPL and the
 LGPL), so the corpus is rebuilt by this script, not kept in the repository.
@@ -34,9 +37,11 @@ import tempfile
 from pathlib import Path
 
 from keras_attention.data.placeholders import PLACEHOLDER, keeps_placeholders, placeholders
+from keras_attention.files import write_atomically
 
 # Desktop programs and command-line tools with large French catalogs, all in
-# Debian 12 (bookworm).
+# Debian 12 (bookworm); most also have large Spanish ones. LibreOffice's
+# catalogs come one language a package: `packages_for` names the one.
 PACKAGES = """
     abiword-common apt audacity-data binutils-common coreutils deja-dup diffutils
     digikam-data dolphin dpkg e2fsprogs evince-common evolution-common
@@ -44,13 +49,14 @@ PACKAGES = """
     gettext gimp-data git gnome-control-center-data gnome-shell-common
     gnome-software-common gnucash-common gnumeric-common gnupg-l10n gparted grep
     inkscape kate kdenlive-data konsole krita-data libc-l10n libgtk-3-common
-    libreoffice-l10n-fr mousepad nautilus-data okular parted pidgin-data
+    libreoffice-l10n-{language} mousepad nautilus-data okular parted pidgin-data
     plasma-workspace rhythmbox-data scribus-data sed shotwell-common synaptic tar
     thunar-data totem-common transmission-common util-linux-locales vlc-l10n wget
     xfce4-panel
 """.split()
 
 MO_MAGIC = 0x950412DE
+LANGUAGE = re.compile(r"[a-z]{2,3}(?:_[A-Z]{2})?(?:@\w+)?")  # gettext's: fr, pt_BR, sr@latin
 
 # What marks a message as a template or markup rather than plain text:
 # printf and Qt placeholders, Python and brace fields, shell variables,
@@ -117,16 +123,16 @@ def plain(text, keep_placeholders=False):
 def clean(message, translation, keep_placeholders=False):
     """The pair as two plain texts, or None: untranslated, empty, not plain,
     or (`keep_placeholders`) without the same placeholders on both sides."""
-    english, french = plain(message, keep_placeholders), plain(translation, keep_placeholders)
-    if not english or not french or english == french:
+    english, translated = plain(message, keep_placeholders), plain(translation, keep_placeholders)
+    if not english or not translated or english == translated:
         return None
-    if not keeps_placeholders(english, french):
+    if not keeps_placeholders(english, translated):
         return None
-    return english, french
+    return english, translated
 
 
 def corpus(catalogs, keep_placeholders=False):
-    """One `(english, french)` pair per English text: when catalogs
+    """One `(english, translation)` pair per English text: when catalogs
     translate it differently, the most frequent translation (then the first
     in sorted order), so the result does not depend on reading order."""
     translations = collections.defaultdict(collections.Counter)
@@ -136,9 +142,19 @@ def corpus(catalogs, keep_placeholders=False):
             if pair:
                 translations[pair[0]][pair[1]] += 1
     return [
-        (english, min(counts, key=lambda french: (-counts[french], french)))
+        (english, min(counts, key=lambda text: (-counts[text], text)))
         for english, counts in sorted(translations.items())
     ]
+
+
+def packages_for(language, packages=PACKAGES):
+    """`packages` with `{language}` (LibreOffice's catalog package) filled in."""
+    return [package.format(language=language.lower().replace("_", "-")) for package in packages]
+
+
+def catalogs_of(root, language):
+    """The gettext catalogs of `language` under the unpacked packages' `root`."""
+    return sorted(Path(root).rglob(f"{language}/LC_MESSAGES/*.mo"))
 
 
 def download(packages, folder):
@@ -162,7 +178,17 @@ def download(packages, folder):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", required=True, help="the TSV file to write")
-    parser.add_argument("--packages", nargs="+", default=PACKAGES, help="Debian packages to read")
+    parser.add_argument(
+        "--language",
+        default="fr",
+        help="the catalogs' language, as gettext names their folder (fr, es, de, pt_BR, ...)",
+    )
+    parser.add_argument(
+        "--packages",
+        nargs="+",
+        default=PACKAGES,
+        help="Debian packages to read ({language} is filled in)",
+    )
     parser.add_argument(
         "--keep-placeholders",
         action="store_true",
@@ -170,15 +196,18 @@ def main(argv=None):
         "the same ones",
     )
     args = parser.parse_args(argv)
+    if not LANGUAGE.fullmatch(args.language):
+        parser.error(f"--language must name a catalog folder (fr, pt_BR); got {args.language!r}")
     output = Path(args.output)
     with tempfile.TemporaryDirectory() as folder:
-        sources = download(args.packages, folder)
-        catalogs = sorted((Path(folder) / "root").rglob("fr/LC_MESSAGES/*.mo"))
+        sources = download(packages_for(args.language, args.packages), folder)
+        catalogs = catalogs_of(Path(folder) / "root", args.language)
+        if not catalogs:
+            sys.exit(f"no catalog of --language {args.language} in the packages read")
         pairs = corpus((path.read_bytes() for path in catalogs), args.keep_placeholders)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("".join(f"{e}\t{f}\n" for e, f in pairs), encoding="utf-8")
-    Path(f"{output}.sources.tsv").write_text(
-        "".join(f"{package}\t{version}\n" for package, version in sources), encoding="utf-8"
+    write_atomically(output, "".join(f"{e}\t{f}\n" for e, f in pairs))
+    write_atomically(
+        f"{output}.sources.tsv", "".join(f"{package}\t{version}\n" for package, version in sources)
     )
     print(f"{len(pairs):,} pairs from {len(catalogs)} catalogs of {len(sources)} packages")
     print(f"written to {output}")
