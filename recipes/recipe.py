@@ -74,9 +74,10 @@ def start_run(config):
     """Seeds, precision and strategy (made before anything else touches
     TensorFlow's devices), the run's folder, and its resolved config.
 
-    Returns `(strategy, output_dir)`, the folder this process writes in:
-    processes other than the chief write apart from the chief's files
-    (`RunStrategy.files_folder`).
+    Returns `(strategy, output_dir, config)`: the folder this process
+    writes in (processes other than the chief write apart from the chief's
+    files, `RunStrategy.files_folder`), and the config, which a resumed run
+    completes with what it chose for its data (`keep_the_run_s_choices`).
     """
     keras.utils.set_random_seed(config.seed)
     set_op_determinism(config.deterministic)
@@ -88,9 +89,35 @@ def start_run(config):
         clear_run(output_dir)
     else:
         check_same_run(output_dir, config)
+        config = keep_the_run_s_choices(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(RunFiles(output_dir).config, dataclasses.asdict(config))
-    return strategy, output_dir
+    return strategy, output_dir, config
+
+
+# What `Recipe.choose_for_data` chooses for fields left None, and what a
+# run made before the flag existed did (the flag's name: that behaviour).
+CHOSEN_FOR_THE_DATA = ("tokenizer", "vocabulary_size", "model_preset", "epochs")
+BEFORE_THE_FLAG = {"batch_tokens": 0, "final_decay": 0.0}
+
+
+def keep_the_run_s_choices(output_dir, config):
+    """`config` with the fields left None that the run in `output_dir`
+    chose for its data set as it chose them: a resumed run goes on as it
+    began, though a newer recipe would choose otherwise (a flag newer than
+    the run: as the run behaved without it)."""
+    path = RunFiles(output_dir).config
+    if not path.is_file():
+        return config
+    saved = read_config(path)
+    kept = {name: saved.get(name) for name in CHOSEN_FOR_THE_DATA}
+    kept.update({name: saved.get(name, before) for name, before in BEFORE_THE_FLAG.items()})
+    kept = {
+        name: value
+        for name, value in kept.items()
+        if getattr(config, name) is None and value is not None
+    }
+    return dataclasses.replace(config, **kept)
 
 
 def check_same_run(output_dir, config):
@@ -631,7 +658,7 @@ class Recipe:
 
     def run(self):
         # `output_dir` is this process's: workers other than the chief write apart.
-        strategy, output_dir = start_run(self.config)
+        strategy, output_dir, self.config = start_run(self.config)
         data = self.prepare(output_dir)
         config = data.config  # with what `prepare` chose for the data
         files = RunFiles(output_dir)
@@ -686,7 +713,7 @@ class Recipe:
         if weights is not None:
             used["weights"] = weights
         if budget is not None:
-            used = {"time_budget": budget.summary(training_seconds)}
+            used["time_budget"] = budget.summary(training_seconds)
             data.config = dataclasses.replace(data.config, epochs=budget.plan.epochs)
             print(
                 f"Time budget {budget.minutes:g} min: {budget.plan.epochs} epochs trained, "

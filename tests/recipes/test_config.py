@@ -109,6 +109,39 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     assert checkpoint.read_bytes() == b"weights"
 
 
+def test_a_resumed_run_keeps_what_it_chose_for_its_data(tmp_path):
+    """Choices are read back, not made again: a run begun by an older
+    recipe (sentence batches, no decay, 2 epochs) goes on so, and a flag
+    newer than the run keeps the run's behaviour without it."""
+    output_dir = tmp_path / "run"
+    config = TranslateConfig(output_dir=str(output_dir), train_file="pairs.tsv")
+    _, _, started = recipe.start_run(config)
+    assert (started.batch_tokens, started.epochs, started.final_decay) == (None, None, None)
+    saved = output_dir / "config.json"
+    as_prepared = dict(json.loads(saved.read_text()), tokenizer="subword", epochs=2)
+    as_prepared.update(vocabulary_size=8000, model_preset="tiny", batch_tokens=0, final_decay=0.0)
+    saved.write_text(json.dumps(as_prepared))
+    _, _, resumed = recipe.start_run(config)
+    kept = ("tokenizer", "vocabulary_size", "model_preset", "epochs", "batch_tokens")
+    assert [getattr(resumed, name) for name in (*kept, "final_decay")] == [
+        "subword",
+        8000,
+        "tiny",
+        2,
+        0,
+        0.0,
+    ]
+    assert json.loads(saved.read_text())["batch_tokens"] == 0  # and still written there
+    for newer in ("batch_tokens", "final_decay"):
+        as_prepared.pop(newer)
+    saved.write_text(json.dumps(as_prepared))
+    _, _, resumed = recipe.start_run(config)
+    assert (resumed.batch_tokens, resumed.final_decay) == (0, 0.0)
+    # Given flags win (those a run may change on resuming).
+    _, _, resumed = recipe.start_run(dataclasses.replace(config, epochs=5))
+    assert resumed.epochs == 5
+
+
 def test_overwrite_deletes_the_run_and_nothing_else(tmp_path):
     output_dir = tmp_path / "run"
     recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_input_length=48))
