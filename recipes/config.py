@@ -55,6 +55,7 @@ RESUMABLE_CHANGES = (
     "max_decoding_length",
     "length_penalty",
     "tune_decoding",
+    "average_last",  # which weights are kept after training, not what training did
 )
 # Flags renamed, old -> new: the old name still works, with a FutureWarning.
 RENAMED_FLAGS = {"--max-length": "--max-input-length"}
@@ -194,6 +195,12 @@ class TrainingConfig:
         "0.999; 0: none); after training, the average or the last weights, whichever "
         "has the lower validation loss, are kept",
     )
+    average_last: int = flag(
+        0,
+        "after training, average the weights of the last K epochs' ends (checkpoint "
+        "averaging, as fairseq and OpenNMT do; 0 or 1: none); the average or the last "
+        "weights, whichever has the lower validation loss, are kept",
+    )
     adam_beta_1: float = flag(0.9, "Adam beta_1")
     adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
     adam_epsilon: float = flag(1e-9, "Adam epsilon (the paper's 1e-9)")
@@ -259,6 +266,8 @@ class TrainingConfig:
                 check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
                 check_positive(flag_name(field), value)
+        if self.average_last < 0:
+            raise ValueError(f"--average-last must be 0 or more; got {self.average_last}")
         if not 0 <= self.ema_momentum < 1:
             raise ValueError(f"--ema-momentum must be from 0 to below 1; got {self.ema_momentum}")
         if self.final_decay is not None and not 0 <= self.final_decay <= 1:
@@ -379,6 +388,7 @@ FLAG_GROUPS = {
         "warmup_steps",
         "final_decay",
         "ema_momentum",
+        "average_last",
         "adam_beta_1",
         "adam_beta_2",
         "adam_epsilon",

@@ -10,6 +10,7 @@ import typing
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_attention import visualize
@@ -319,6 +320,7 @@ def fit(
     checkpoints = resume.Checkpoints(
         RunFiles(config.output_dir).checkpoints,
         writer=Path(output_dir) == Path(config.output_dir),
+        epoch_ends=config.average_last,  # kept for the average
     )
     with strategy.scope():  # the optimizer's variables are made here
         resume.build_optimizer(model)
@@ -389,36 +391,70 @@ def fit(
     return time.time() - started
 
 
-def keep_the_better_weights(model, strategy, validation):
-    """With a moving average of the weights (`--ema-momentum`): leaves in
-    `model` the average or the last step's weights, whichever has the
-    lower loss on the `validation` batches, and returns what it kept and
-    why (for `evaluation.json`); None without an average."""
-    if not isinstance(model.optimizer, AveragingAdam) or validation is None:
+def keep_the_better_weights(model, strategy, validation, checkpoints=None, average_last=0):
+    """Leaves in `model` the weights with the lowest loss on the
+    `validation` batches, of: the last step's; their moving average
+    (`--ema-momentum`); the average of the last `average_last` epochs' ends
+    (`--average-last`, read from the `checkpoints`, a `resume.Checkpoints`).
+    Returns what it kept and why (for `evaluation.json`); None when there
+    is nothing to choose from."""
+    variables = model.trainable_variables
+
+    def current():
+        return [variable.numpy() for variable in variables]
+
+    def put(values):
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+
+    last = current()
+    candidates = {"last_step": last}
+    if isinstance(model.optimizer, AveragingAdam):
+        model.optimizer.use_average(variables)
+        candidates["moving_average"] = current()
+        put(last)
+    ends = checkpoints.epoch_ends(average_last) if average_last > 1 else []
+    if len(ends) > 1:
+        candidates[f"average_of_last_{len(ends)}_epochs"] = averaged(model, ends)
+        put(last)
+    if len(candidates) == 1 or validation is None:
         return None
     steps = count_batches(validation)
     batches = strategy.distribute(validation)
-
-    def validation_loss():
-        return float(model.evaluate(batches, steps=steps, verbose=0, return_dict=True)["loss"])
-
-    last = [variable.numpy() for variable in model.trainable_variables]
-    losses = {"last_step": validation_loss()}
-    model.optimizer.use_average(model.trainable_variables)
-    losses["moving_average"] = validation_loss()
+    losses = {}
+    for name, values in candidates.items():
+        put(values)
+        losses[name] = float(
+            model.evaluate(batches, steps=steps, verbose=0, return_dict=True)["loss"]
+        )
     kept = min(losses, key=losses.get)
-    if kept == "last_step":
-        for variable, value in zip(model.trainable_variables, last, strict=True):
-            variable.assign(value)
+    put(candidates[kept])
     print(
-        f"Weights kept: the {kept.replace('_', ' ')}'s (validation loss: moving average "
-        f"{losses['moving_average']:.4f}, last step {losses['last_step']:.4f})"
+        f"Weights kept: {kept.replace('_', ' ')} (validation loss: "
+        + ", ".join(f"{name.replace('_', ' ')} {loss:.4f}" for name, loss in losses.items())
+        + ")"
     )
-    return {
-        "kept": kept,
-        "ema_momentum": model.optimizer.ema_momentum,
-        "validation_loss": {name: round(loss, 5) for name, loss in losses.items()},
-    }
+    record = {"kept": kept}
+    if "moving_average" in candidates:
+        record["ema_momentum"] = model.optimizer.ema_momentum
+    if len(ends) > 1:
+        record["averaged_checkpoints"] = [folder.name for folder in ends]
+    record["validation_loss"] = {name: round(loss, 5) for name, loss in losses.items()}
+    return record
+
+
+def averaged(model, folders):
+    """The mean of `model`'s trainable weights over the checkpoint
+    `folders` (loaded into `model`, whose weights are then the last's)."""
+    total = None
+    for folder in folders:
+        model.load_weights(folder / resume.WEIGHTS_FILE)
+        values = [variable.numpy().astype(np.float64) for variable in model.trainable_variables]
+        total = values if total is None else [a + b for a, b in zip(total, values, strict=True)]
+    dtypes = [variable.dtype for variable in model.trainable_variables]
+    return [
+        (value / len(folders)).astype(dtype) for value, dtype in zip(total, dtypes, strict=True)
+    ]
 
 
 def count_batches(dataset):
@@ -709,7 +745,13 @@ class Recipe:
             decay,
         )
         used = {}
-        weights = keep_the_better_weights(model, strategy, data.validation)
+        weights = keep_the_better_weights(
+            model,
+            strategy,
+            data.validation,
+            resume.Checkpoints(RunFiles(config.output_dir).checkpoints, writer=False),
+            config.average_last,
+        )
         if weights is not None:
             used["weights"] = weights
         if budget is not None:

@@ -60,18 +60,27 @@ class Checkpoints:
         keep: how many of the newest checkpoints to keep.
         writer: whether this process writes checkpoints (in a multi-worker
             run only the chief does; every worker reads the chief's).
+        epoch_ends: how many of the newest checkpoints made at the end of
+            an epoch to keep besides (`--average-last` averages them).
     """
 
-    def __init__(self, directory, keep=2, writer=True):
+    def __init__(self, directory, keep=2, writer=True, epoch_ends=0):
         self.directory = Path(directory)
         self.keep = keep
         self.writer = writer
+        self.kept_epoch_ends = epoch_ends
 
     def saved(self):
         """The checkpoint folders, newest first."""
         if not self.directory.is_dir():
             return []
         return sorted(self.directory.glob("epoch-*-step-*"), reverse=True)
+
+    def epoch_ends(self, count):
+        """The newest `count` checkpoints made at an epoch's end (at the
+        next one's step 0), oldest first."""
+        ends = [path for path in self.saved() if path.name.endswith("-step-0000000")]
+        return ends[:count][::-1]
 
     def save(self, model, position):
         if not self.writer:
@@ -86,8 +95,10 @@ class Checkpoints:
         final = self.directory / f"epoch-{position.epoch:05d}-step-{position.step:07d}"
         with saving_alone():
             write_folder_atomically(final, write, replace=True)
-        for old in self.saved()[self.keep :]:
-            shutil.rmtree(old, ignore_errors=True)
+        kept = {*self.saved()[: self.keep], *self.epoch_ends(self.kept_epoch_ends)}
+        for old in self.saved():
+            if old not in kept:
+                shutil.rmtree(old, ignore_errors=True)
 
     def restore(self, model):
         """Loads the newest readable checkpoint into `model` (and its

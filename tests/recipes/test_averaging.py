@@ -1,5 +1,6 @@
-"""`--ema-momentum`: a moving average of the weights, kept after training
-when it scores the lower validation loss (`recipe.keep_the_better_weights`)."""
+"""`--ema-momentum` (a moving average of the weights) and `--average-last`
+(the average of the last epochs' checkpoints): kept after training when
+they score the lower validation loss (`recipe.keep_the_better_weights`)."""
 
 import json
 import types
@@ -12,7 +13,7 @@ import tensorflow as tf
 from recipe_helpers import tiny_flags
 
 from keras_attention.objectives import AveragingAdam
-from keras_attention.recipes import recipe, translate
+from keras_attention.recipes import recipe, resume, translate
 
 
 def trained_model():
@@ -74,12 +75,14 @@ def checkpoint_kernel(folder):
 
 
 @pytest.mark.large  # a whole recipe run (see docs/testing.md)
-def test_a_run_records_and_exports_the_weights_it_kept(dates_data_dir, tmp_path):
+@pytest.mark.parametrize("averaging", [("--ema-momentum", "0.9"), ("--average-last", "2")])
+def test_a_run_records_and_exports_the_weights_it_kept(dates_data_dir, tmp_path, averaging):
     output_dir = tmp_path / "run"
-    flags = tiny_flags(dates_data_dir, output_dir, "--epochs", "2", "--ema-momentum", "0.9")
+    flags = tiny_flags(dates_data_dir, output_dir, "--epochs", "2", *averaging)
     results = translate.main([*flags, "--no-export"])
     record = results["weights"]
-    assert record["kept"] in ("moving_average", "last_step")
+    assert len(record["validation_loss"]) == 2  # the last step's and the average's
+    assert record["kept"] in record["validation_loss"]
     assert record["validation_loss"][record["kept"]] == min(record["validation_loss"].values())
     evaluation = json.loads((output_dir / "evaluation.json").read_text())
     assert evaluation["weights"] == record
@@ -92,3 +95,61 @@ def test_a_run_records_and_exports_the_weights_it_kept(dates_data_dir, tmp_path)
         for variable in saved.trainable_variables
     )
     assert same == (record["kept"] == "last_step")
+
+
+def test_the_epochs_ends_to_average_are_kept_beside_the_newest(tmp_path):
+    model, _ = trained_model()
+    checkpoints = resume.Checkpoints(tmp_path, epoch_ends=2)
+    for epoch in (1, 2, 3):
+        checkpoints.save(model, resume.Position(epoch, 0))
+        checkpoints.save(model, resume.Position(epoch, 5))
+    names = sorted(folder.name for folder in checkpoints.saved())
+    # The two newest (3-5, 3-0), and the two newest epoch ends (3-0, 2-0).
+    assert names == [
+        "epoch-00002-step-0000000",
+        "epoch-00003-step-0000000",
+        "epoch-00003-step-0000005",
+    ]
+    assert [folder.name for folder in checkpoints.epoch_ends(5)] == names[:2]  # oldest first
+    plain = resume.Checkpoints(tmp_path / "plain")
+    for epoch in (1, 2):
+        plain.save(model, resume.Position(epoch, 0))
+        plain.save(model, resume.Position(epoch, 5))
+    assert len(plain.saved()) == 2 and plain.epoch_ends(2) == [plain.saved()[1]]
+
+
+@pytest.mark.parametrize(("losses", "kept"), [((0.7, 0.6, 0.5), True), ((0.5, 0.6, 0.7), False)])
+def test_the_average_of_the_last_epochs_is_kept_when_it_scores_lower(
+    monkeypatch, tmp_path, losses, kept
+):
+    """Three candidates (the moving average too); the checkpoints' mean
+    is computed, not taken from anywhere."""
+    model, validation = trained_model()
+    checkpoints = resume.Checkpoints(tmp_path, keep=1, epoch_ends=3)
+    rng = np.random.default_rng(1)
+    saved = []
+    for epoch in (1, 2, 3):
+        values = [rng.normal(size=v.shape).astype("float32") for v in model.trainable_variables]
+        for variable, value in zip(model.trainable_variables, values, strict=True):
+            variable.assign(value)
+        checkpoints.save(model, resume.Position(epoch, 0))
+        saved.append(values)
+    last = [v.numpy() for v in model.trainable_variables]
+    answers = iter(losses)
+    monkeypatch.setattr(model, "evaluate", lambda *a, **k: {"loss": next(answers)})
+    strategy = types.SimpleNamespace(distribute=lambda dataset: dataset)
+
+    record = recipe.keep_the_better_weights(model, strategy, validation, checkpoints, 3)
+
+    name = "average_of_last_3_epochs"
+    assert record["kept"] == (name if kept else "last_step")
+    assert record["averaged_checkpoints"] == [
+        f"epoch-0000{epoch}-step-0000000" for epoch in (1, 2, 3)
+    ]
+    names = ["last_step", "moving_average", name]
+    assert record["validation_loss"] == dict(zip(names, losses, strict=True))
+    mean = [np.mean(arrays, axis=0) for arrays in zip(*saved, strict=True)]
+    for variable, expected_value in zip(
+        model.trainable_variables, mean if kept else last, strict=True
+    ):
+        np.testing.assert_allclose(variable.numpy(), expected_value, rtol=1e-6)
