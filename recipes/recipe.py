@@ -111,7 +111,9 @@ def keep_the_run_s_choices(output_dir, config):
     if not path.is_file():
         return config
     saved = read_config(path)
-    kept = {name: saved.get(name) for name in CHOSEN_FOR_THE_DATA}
+    # A fine-tuned run's tokenizer and model are its --init-from run's, again.
+    names = [n for n in CHOSEN_FOR_THE_DATA if not (config.init_from and n in INIT_FROM_CONFLICTS)]
+    kept = {name: saved.get(name) for name in names}
     kept.update({name: saved.get(name, before) for name, before in BEFORE_THE_FLAG.items()})
     kept = {
         name: value

@@ -140,6 +140,12 @@ def test_a_resumed_run_keeps_what_it_chose_for_its_data(tmp_path):
     # Given flags win (those a run may change on resuming).
     _, _, resumed = recipe.start_run(dataclasses.replace(config, epochs=5))
     assert resumed.epochs == 5
+    # A fine-tuning run takes its tokenizer and model from --init-from again.
+    fine_tuning = dataclasses.replace(config, init_from=str(tmp_path / "pretrained"))
+    saved.write_text(json.dumps(dict(as_prepared, init_from=fine_tuning.init_from)))
+    _, _, resumed = recipe.start_run(fine_tuning)
+    assert (resumed.tokenizer, resumed.vocabulary_size, resumed.model_preset) == (None,) * 3
+    assert (resumed.epochs, resumed.batch_tokens) == (2, 0)
 
 
 def test_overwrite_deletes_the_run_and_nothing_else(tmp_path):
