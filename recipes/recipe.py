@@ -83,8 +83,7 @@ def start_run(config):
     keras.utils.set_random_seed(config.seed)
     set_op_determinism(config.deterministic)
     set_precision(config.precision)
-    batch_size = None if config.batch_tokens else config.batch_size  # None: many sizes
-    strategy = make_strategy(config.strategy, batch_size, config.join_timeout)
+    strategy = make_strategy(config.strategy, global_batch(config), config.join_timeout)
     output_dir = strategy.files_folder(config.output_dir)
     if config.overwrite:
         clear_run(output_dir)
@@ -94,6 +93,11 @@ def start_run(config):
     output_dir.mkdir(parents=True, exist_ok=True)
     write_json(RunFiles(output_dir).config, dataclasses.asdict(config))
     return strategy, output_dir, config
+
+
+def global_batch(config):
+    """The run's global batch size; None for batches cut by tokens (of many sizes)."""
+    return None if config.batch_tokens else config.batch_size
 
 
 # What `Recipe.choose_for_data` chooses for fields left None, and what a
@@ -627,7 +631,8 @@ class Recipe:
         """Fills in the config's fields left None with what suits the
         training `texts` (strings; both languages of a translation), prints
         what it chose, and returns the config. `recipe_choices` are the
-        recipe's own fields' choices, used for those left None."""
+        recipe's own fields' choices, used for those left None. The recipe
+        goes on with that config (`self.config`)."""
         config = self.config
         built_in = self.built_in_task
         choices = dict(
@@ -661,6 +666,7 @@ class Recipe:
                 "Chosen for the data (set these flags to choose otherwise): "
                 + ", ".join(as_flag(name, value) for name, value in chosen.items())
             )
+        self.config = config  # what `batching` reads
         return config
 
     def loss_and_metrics(self, data):
@@ -699,6 +705,7 @@ class Recipe:
         strategy, output_dir, self.config = start_run(self.config)
         data = self.prepare(output_dir)
         config = data.config  # with what `prepare` chose for the data
+        strategy.batches_of(global_batch(config))
         files = RunFiles(output_dir)
         write_json(files.config, dataclasses.asdict(config))
         with strategy.scope():

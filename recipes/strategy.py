@@ -88,6 +88,10 @@ class RunStrategy:
         """The batches as the replicas read them."""
         return dataset
 
+    def batches_of(self, batch_size):
+        """Told the run's global batch size once the recipe has chosen its
+        batches (None: cut by tokens, of many sizes)."""
+
 
 class TensorFlowStrategy(RunStrategy):
     """`default` (one device, as TensorFlow places it), `mirrored` (every
@@ -195,7 +199,6 @@ class JaxStrategy(RunStrategy):
         import jax
 
         self.name = name
-        self.batch_size = batch_size
         distribution = None
         job = jax_job.in_a_job()
         if job and name != "data_parallel":
@@ -216,11 +219,15 @@ class JaxStrategy(RunStrategy):
         self.num_processes = jax.process_count()
         self.worker_index = jax.process_index()
         self.is_chief = self.saves = self.worker_index == 0
+        self.batches_of(batch_size)
+
+    def batches_of(self, batch_size):
         if batch_size and batch_size % self.num_replicas_in_sync:
             raise SystemExit(
                 f"error: --batch-size {batch_size} does not split evenly over the "
-                f"{self.num_replicas_in_sync} devices of --strategy {name}"
+                f"{self.num_replicas_in_sync} devices of --strategy {self.name}"
             )
+        self.batch_size = batch_size
 
     def files_folder(self, output_dir):
         if self.is_chief:

@@ -33,12 +33,14 @@ def chosen(flags, **recipe_choices):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         config = recipe.choose_for_data(EN_FR_SIZED, **recipe_choices)
+    assert recipe.config == config  # the batches are made from it (`batching`)
     return config, printed.getvalue()
 
 
 def test_the_epochs_follow_the_batches_chosen_or_given():
     config, printed = chosen({}, batch_tokens=1024)
     assert (config.batch_tokens, config.epochs, config.final_decay) == (1024, 4, 0.2)
+    assert TranslateRecipe(config).batching()["batch_tokens"] == 1024
     assert "--batch-tokens 1024, --final-decay 0.2, --epochs 4" in printed
     config, printed = chosen({"batch_tokens": 0}, batch_tokens=1024)  # sentences, as asked
     assert (config.batch_tokens, config.epochs) == (0, 2) and "--batch-tokens" not in printed
