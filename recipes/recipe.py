@@ -521,7 +521,8 @@ class Recipe:
     chosen_final_decay = 0.0  # --final-decay when not given
 
     def __init__(self, config):
-        self.config = config
+        self.config = config  # completed by what the run chooses for its data
+        self.given = config  # the flags as given: what the run may choose is None here
 
     def prepare(self, output_dir):
         raise NotImplementedError

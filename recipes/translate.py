@@ -403,7 +403,7 @@ class TranslateRecipe(Recipe):
         search, first the beam size and length penalty left to the recipe
         (`tune_decoding`)."""
         if data.config.tune_decoding and data.config.beam_size > 1:
-            data.config = tune_decoding(model, data, given=self.config)
+            data.config = tune_decoding(model, data, given=self.given)
         config = data.config
         test = texts(data.test.take(config.test_examples or -1))
         sources, references = [s for s, _ in test], [t for _, t in test]

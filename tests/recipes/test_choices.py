@@ -4,7 +4,11 @@ for the corpus's size, and the line that says why it trains in float32
 
 import contextlib
 import io
+import types
 
+import pytest
+
+from keras_attention.recipes import translate
 from keras_attention.recipes.choices import (
     batch_tokens_for,
     bfloat16_flags,
@@ -69,3 +73,22 @@ def test_one_line_says_why_float32_is_kept():
     assert "no bfloat16 instructions" in without and "\n" not in without
     assert precision_note("mixed_bfloat16", ["amx_bf16"]) is None
     assert precision_note("mixed_float16", []) is None
+
+
+def test_what_was_chosen_is_still_tuned_after_training(monkeypatch):
+    """The beam size chosen for the data (4) is not a given one: the
+    decoding tuned after training may change it (and the length penalty)."""
+    recipe = TranslateRecipe(TranslateConfig(train_file="pairs.tsv"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        config = recipe.choose_for_data(EN_FR_SIZED, beam_size=4, batch_tokens=0)
+    asked = []
+
+    def tune_decoding(model, data, given):
+        asked.append(given)
+        raise StopIteration  # the rest of the evaluation is not this test's
+
+    monkeypatch.setattr(translate, "tune_decoding", tune_decoding)
+    with pytest.raises(StopIteration):
+        recipe.evaluate(None, types.SimpleNamespace(config=config), None)
+    ((given,),) = [asked]
+    assert config.beam_size == 4 and (given.beam_size, given.length_penalty) == (None, None)
