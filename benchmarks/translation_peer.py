@@ -272,7 +272,7 @@ def main(argv=None):
         "(default: OUTPUT_DIR/opennmt-venv)",
     )
     args = parser.parse_args(argv)
-    started = measure.provenance("translation_peer", argv)
+    provenance = measure.provenance("translation_peer", argv)
     peers = [] if args.peers == "none" else args.peers.split(",")
     for peer in peers:
         if peer not in PEERS:
@@ -328,7 +328,7 @@ def main(argv=None):
         row["placeholders"] = placeholder_survival(sources, predictions[name])
 
     results = {
-        **started,
+        **provenance,
         "train_file": str(args.train_file),
         "flags": flags,
         "train_pairs": len(train),

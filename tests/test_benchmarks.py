@@ -463,3 +463,34 @@ def test_the_main_job_benchmark_runs_the_recipe_and_keeps_what_it_wrote(tmp_path
     (row,) = results["rows"]
     assert row["preset"] == "dates" and row["test_examples"] == 50
     assert 0 <= row["exact_match"] <= 1 and row["wall_seconds"] > row["training_seconds"] > 0
+
+
+# Our recipe and the keras.io example, each trained a few seconds: `pytest -m large`.
+@pytest.mark.large
+def test_the_translation_peer_benchmark_runs_ours_beside_the_keras_hub_example(tmp_path):
+    from benchmarks import translation_peer
+
+    words = "zero one two three four five six seven eight nine".split()
+    french = "zéro un deux trois quatre cinq six sept huit neuf".split()
+    pairs = [
+        (
+            f"{words[i % 10]} {words[i // 10 % 10]} {words[i // 100]}",
+            f"{french[i % 10]} {french[i // 10 % 10]} {french[i // 100]}",
+        )
+        for i in range(600)
+    ]
+    train_file = tmp_path / "pairs.tsv"
+    train_file.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    output = tmp_path / "results.json"
+    flags = "--epochs 1 --no-export --no-tune-decoding --max-input-length 16 --beam-size 2"
+    argv = ["--train-file", str(train_file), "--output-dir", str(tmp_path / "runs")]
+    argv += ["--peers", "keras_hub_example", "--flags", flags, "--json", str(output)]
+    translation_peer.main(argv)
+    results = json.loads(output.read_text())
+    assert_provenance(results, "python -m benchmarks.translation_peer")
+    assert results["flags"] == flags.split() and results["train_pairs"] > 500
+    for name in ("ours", "keras_hub_example"):
+        assert 0 <= results[name]["sacrebleu"] <= 100 and results[name]["training_seconds"] > 0
+    assert results["ours"]["decoding"] == "beam 2"
+    assert results["keras_hub_example"]["epochs"] >= 1
+    assert len(results["examples"]) == 12 and "keras_hub_example" in results["examples"][0]
