@@ -404,6 +404,8 @@ def keep_the_better_weights(model, strategy, validation, checkpoints=None, avera
     (`--average-last`, read from the `checkpoints`, a `resume.Checkpoints`).
     Returns what it kept and why (for `evaluation.json`); None when there
     is nothing to choose from."""
+    if validation is None:
+        return None
     variables = model.trainable_variables
 
     def current():
@@ -423,7 +425,7 @@ def keep_the_better_weights(model, strategy, validation, checkpoints=None, avera
     if len(ends) > 1:
         candidates[f"average_of_last_{len(ends)}_epochs"] = averaged(model, ends)
         put(last)
-    if len(candidates) == 1 or validation is None:
+    if len(candidates) == 1:
         return None
     steps = count_batches(validation)
     batches = strategy.distribute(validation)
