@@ -252,6 +252,8 @@ def run_opennmt(environment, folder, our_run, train, validation, test, seconds):
 
 
 PEERS = ("keras_hub_example", "opennmt")
+# Copied from ours' evaluation.json into its row.
+RUN_RECORDS = ("length_penalty", "weights", "time_budget")
 
 
 def main(argv=None):
@@ -296,6 +298,8 @@ def main(argv=None):
             "training_seconds": seconds,
             "wall_seconds": round(our_wall, 1),
             "decoding": evaluation["decoding"],
+            # What the run chose after training, and which weights it kept.
+            **{key: evaluation[key] for key in RUN_RECORDS if key in evaluation},
         }
     }
     if "keras_hub_example" in peers:

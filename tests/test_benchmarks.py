@@ -492,5 +492,6 @@ def test_the_translation_peer_benchmark_runs_ours_beside_the_keras_hub_example(t
     for name in ("ours", "keras_hub_example"):
         assert 0 <= results[name]["sacrebleu"] <= 100 and results[name]["training_seconds"] > 0
     assert results["ours"]["decoding"] == "beam 2"
+    assert results["ours"]["length_penalty"] is None  # copied: not tuned, search's default
     assert results["keras_hub_example"]["epochs"] >= 1
     assert len(results["examples"]) == 12 and "keras_hub_example" in results["examples"][0]
