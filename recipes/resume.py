@@ -95,8 +95,9 @@ class Checkpoints:
         final = self.directory / f"epoch-{position.epoch:05d}-step-{position.step:07d}"
         with saving_alone():
             write_folder_atomically(final, write, replace=True)
-        kept = {*self.saved()[: self.keep], *self.epoch_ends(self.kept_epoch_ends)}
-        for old in self.saved():
+        saved = self.saved()
+        kept = {*saved[: self.keep], *self.epoch_ends(self.kept_epoch_ends)}
+        for old in saved:
             if old not in kept:
                 shutil.rmtree(old, ignore_errors=True)
 
