@@ -4,15 +4,21 @@
     python -m benchmarks NAME [FLAGS...]            # runs one, e.g.:
     python -m benchmarks serving_speed runs/en_fr   # our exports against CTranslate2
     python -m benchmarks NAME --help                # its flags
+    python -m benchmarks decoding generation --smoke   # several sections, in turn
 
 `python -m benchmarks.NAME` runs the same. Each writes its figures to its
 JSON file in benchmarks/ and prints its tables; benchmarks/README.md keeps
-the results, as ratios measured side by side in one run.
+the results, as ratios measured side by side in one run. The sections
+(`benchmarks/section.py`) share their flags (`--smoke`, `--repeats`,
+`--json`) and their JSON format, and several run in one command; the
+others take their own arguments and run one at a time.
 """
 
 import importlib
 import sys
 import textwrap
+
+from benchmarks import section
 
 # The benchmarks, each a module of this package with a `main(argv)`.
 BENCHMARKS = (
@@ -50,10 +56,25 @@ def main(argv=None):
             print(f"  {name:18} " + ("\n" + 21 * " ").join(lines))
         print("\npython -m benchmarks NAME --help: its flags")
         return
-    name, *flags = argv
-    if name not in BENCHMARKS:
-        raise SystemExit(f"error: no benchmark {name!r}; the benchmarks: {', '.join(BENCHMARKS)}")
-    importlib.import_module(f"benchmarks.{name}").main(flags)
+    if argv[0] not in BENCHMARKS:
+        raise SystemExit(
+            f"error: no benchmark {argv[0]!r}; the benchmarks: {', '.join(BENCHMARKS)}"
+        )
+    names = []
+    while argv and argv[0] in BENCHMARKS:
+        names.append(argv.pop(0))
+    if len(names) == 1 and not section.is_section(names[0]):
+        return importlib.import_module(f"benchmarks.{names[0]}").main(argv)
+    others = [name for name in names if not section.is_section(name)]
+    if others:
+        raise SystemExit(
+            f"error: {', '.join(others)} take their own arguments and run alone; "
+            f"the sections that run together: {', '.join(filter(section.is_section, BENCHMARKS))}"
+        )
+    if len(names) > 1 and "--json" in argv:
+        raise SystemExit("error: --json names one file: give it to one section at a time")
+    for name in names:
+        section.main(name, argv)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """A converted BERT classifier's TF Serving export against transformers on CPU
 torch, one thread each: texts per second, and whether the probabilities agree.
 
-    python -m benchmarks.bert_classifier                    # BERT-base size (about 10 minutes)
-    python -m benchmarks.bert_classifier --smoke --hf-python ""   # the tiny fixture, no torch
+    python -m benchmarks bert_classifier                    # BERT-base size (about 10 minutes)
+    python -m benchmarks bert_classifier --smoke --hf-python ""   # the tiny fixture, no torch
 
 A `BertForSequenceClassification` at BERT-base's size (hidden 768, 12
 layers, 12 heads, intermediate 3072, 512 positions, 2 labels), random
@@ -25,9 +25,7 @@ above 1, ours is faster. `--smoke` takes the committed tiny fixture
 transformers with a printed line.
 """
 
-import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -35,11 +33,14 @@ from pathlib import Path
 from benchmarks.pretrained import (
     FIXTURES,
     TorchWorker,
+    add_torch_options,
     catalogue_pairs,
     command,
     documentation_lines,
     load_export,
     timed,
+    torch_peer,
+    work_folder,
 )
 
 BERT = dict(
@@ -148,13 +149,13 @@ def long_texts(count):
     raise RuntimeError(f"only {len(texts)} long texts in the catalogues")
 
 
-def run_benchmark(args, worker, work):
+def race(smoke, repeats, worker, work):
     import numpy as np
     import tensorflow as tf
 
     result = {}
-    sizes = SMOKE_BATCH_SIZES if args.smoke else BATCH_SIZES
-    if args.smoke:
+    sizes = SMOKE_BATCH_SIZES if smoke else BATCH_SIZES
+    if smoke:
         checkpoint = FIXTURES / "bert"
         texts = json.loads((checkpoint / "reference.json").read_text())["texts"]
         texts = [text for text in texts if len(text) > 100] * max(sizes)
@@ -184,7 +185,7 @@ def run_benchmark(args, worker, work):
 
         contenders = {"ours": ours, "transformers": transformers} if worker else {"ours": ours}
         print(f"\nBERT classifier, batch {size}", flush=True)
-        seconds, outputs = timed(contenders, args.repeats)
+        seconds, outputs = timed(contenders, repeats)
         row = {"batch_size": size, "ours_texts_per_s": size / seconds["ours"]}
         if worker:
             theirs = outputs["transformers"]
@@ -198,57 +199,36 @@ def run_benchmark(args, worker, work):
     return result | {"rows": rows}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="the tiny test fixture")
-    parser.add_argument("--repeats", type=int, help="timed calls of each (5; 1 with --smoke)")
-    parser.add_argument(
-        "--hf-python",
-        default="/work/hfenv/bin/python",
-        help="a Python with torch and transformers (default: %(default)s; '' for none)",
+REPEATS = 5
+ONE_THREAD = True
+TABLES = [
+    (
+        "BERT classifier: transformers' time over our export's (above 1, ours is faster)",
+        ("bert", "rows"),
+        COLUMNS,
     )
-    parser.add_argument("--work-dir", help="checkpoint and run (/tmp/keras_attention_bert)")
-    parser.add_argument("--json", help="also write the results to this JSON file")
-    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.torch_worker:
-        return torch_worker()
-    args.repeats = args.repeats or (1 if args.smoke else 5)
-    import tensorflow as tf
+]
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    from benchmarks import measure, report
 
-    results = {
-        **measure.provenance("bert_classifier", argv),
-        "repeats": args.repeats,
-    }
-    worker = None
-    if args.hf_python and Path(args.hf_python).is_file():
-        worker = Worker(args.hf_python)
-        results["transformers"] = worker("versions")
-    elif args.smoke:
-        results["transformers"] = f"skipped: no Python with torch (--hf-python {args.hf_python!r})"
-    else:
-        parser.error("making the checkpoint needs --hf-python, a Python with torch")
-    print(f"transformers (torch): {results['transformers']}", flush=True)
-    work = Path(args.work_dir or f"/tmp/keras_attention_bert{'_smoke' if args.smoke else ''}")
+def add_options(parser):
+    add_torch_options(parser, "checkpoint and run", "bert")
+
+
+def run(smoke, repeats, hf_python, work_dir):
+    results = {}
     start = time.perf_counter()
-    try:
-        results["bert"] = run_benchmark(args, worker, work)
-    finally:
-        if worker:
-            worker.close()
+    with torch_peer(Worker, hf_python, smoke) as (worker, versions):
+        results["transformers"] = versions
+        print(f"transformers (torch): {versions}", flush=True)
+        results["bert"] = race(smoke, repeats, worker, work_folder(work_dir, "bert", smoke))
     results["seconds"] = time.perf_counter() - start
-    results["load_average_after"] = os.getloadavg()
-    print("\n" + report.describe(results["machine"]) + "; one thread for every engine")
-    title = "BERT classifier: transformers' time over our export's (above 1, ours is faster)"
-    report.print_table(title, results["bert"]["rows"], COLUMNS)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     return results
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--torch-worker"]:
+        torch_worker()
+    else:
+        from benchmarks import section
+
+        section.main("bert_classifier")

@@ -1,8 +1,8 @@
 """mixed_bfloat16 against float32 for the translate recipe's Transformer:
 a training step and decoding, in turns, on this CPU.
 
-    python -m benchmarks.bfloat16             # tiny and base, 3 rounds (about 10 minutes)
-    python -m benchmarks.bfloat16 --smoke     # tiny sizes: checks it runs
+    python -m benchmarks bfloat16             # tiny and base (about 10 minutes)
+    python -m benchmarks bfloat16 --smoke     # tiny sizes: checks it runs
 
 bfloat16 halves the bytes each weight and activation takes, and CPUs with
 AVX512_BF16 or AMX (`lscpu` flags) multiply it in hardware; elsewhere
@@ -16,9 +16,6 @@ with the same seed. Writes `--json` (default
 `benchmarks/results_bfloat16.json`): seconds per call, and float32's time
 over bfloat16's (above 1: bfloat16 is faster).
 """
-
-import argparse
-from pathlib import Path
 
 PRECISIONS = ("float32", "mixed_bfloat16")
 # name -> (preset, vocabulary size, batch size, tokens a side): the
@@ -74,19 +71,15 @@ def contenders(preset, vocabulary_size, batch_size, length, decoding_calls):
     return works
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per figure")
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, 1 repeat")
-    parser.add_argument("--json", default="benchmarks/results_bfloat16.json", help="where to write")
-    args = parser.parse_args(argv)
+REPEATS = 5
 
-    from benchmarks import measure, report
-    from keras_attention.files import write_json
+
+def run(smoke, repeats):
+    from benchmarks import measure
     from keras_attention.recipes.choices import bfloat16_flags
 
-    models, decoding_calls = (SMOKE_MODELS, SMOKE_DECODING) if args.smoke else (MODELS, DECODING)
-    repeats = 1 if args.smoke else args.repeats
+    models, decoding_calls = (SMOKE_MODELS, SMOKE_DECODING) if smoke else (MODELS, DECODING)
+    print(f"bfloat16 flags: {', '.join(bfloat16_flags()) or 'none'}")
     rows = []
     for model, (preset, vocabulary_size, batch_size, length) in models.items():
         works = contenders(preset, vocabulary_size, batch_size, length, decoding_calls)
@@ -102,8 +95,7 @@ def main(argv=None):
                     "float32_over_bfloat16": float32 / bfloat16,
                 }
             )
-    results = {
-        **measure.provenance("bfloat16", argv),
+    return {
         "bfloat16_flags": bfloat16_flags(),
         "models": {
             name: dict(
@@ -111,14 +103,14 @@ def main(argv=None):
             )
             for name, spec in models.items()
         },
-        "smoke": args.smoke,
         "rows": rows,
     }
-    print(report.describe(results["machine"]))
-    print(f"bfloat16 flags: {', '.join(results['bfloat16_flags']) or 'none'}")
-    report.print_table(
+
+
+TABLES = [
+    (
         "float32 over mixed_bfloat16 (above 1: bfloat16 is faster)",
-        rows,
+        "rows",
         [
             ("model", "model", "s"),
             ("work", "work", "s"),
@@ -127,10 +119,10 @@ def main(argv=None):
             ("float32_over_bfloat16", "float32 / bfloat16", ".2f"),
         ],
     )
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.json, results)
-    print(f"\nwrote {args.json}")
+]
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("bfloat16")

@@ -1,8 +1,8 @@
 """Byte-level BPE throughput: our in-graph tokenizer against Hugging Face's
 `tokenizers` (Rust), texts per second, one thread each.
 
-    python -m benchmarks.bpe_tokenizer              # about 3 minutes here
-    python -m benchmarks.bpe_tokenizer --smoke      # a few seconds
+    python -m benchmarks bpe_tokenizer              # about 3 minutes here
+    python -m benchmarks bpe_tokenizer --smoke      # a few seconds
 
 Both read one `tokenizer.json`: a byte-level BPE of `--vocabulary-size`
 tokens trained here with `tokenizers` on the French gettext catalogues'
@@ -21,7 +21,6 @@ texts per second: above 1, ours is faster.
 torch is not needed.
 """
 
-import argparse
 import json
 import os
 import tempfile
@@ -83,19 +82,19 @@ def ours(tokenizer, folder):
     return make_tokenizer(read, id_map), id_map
 
 
-def part(name, pre_tokenizer, lines, texts, args, work):
+def part(name, pre_tokenizer, lines, texts, vocabulary_size, batch_size, repeats, work):
     import tensorflow as tf
 
     from benchmarks import measure
 
     start = time.perf_counter()
-    theirs = train(lines, pre_tokenizer, args.vocabulary_size)
+    theirs = train(lines, pre_tokenizer, vocabulary_size)
     print(
         f"{name}: trained {theirs.get_vocab_size()} tokens in {time.perf_counter() - start:.0f} s"
     )
     tokenizer, id_map = ours(theirs, work / name)
     tokenize = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
-    batches = [texts[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size)]
+    batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
     tensors = [tf.constant(batch) for batch in batches]
     outputs = {}
 
@@ -108,14 +107,14 @@ def part(name, pre_tokenizer, lines, texts, args, work):
         ]
         outputs.setdefault("tokenizers", answers)
 
-    times = measure.race({"ours": run_ours, "tokenizers": run_theirs}, args.repeats, warmup=1)
+    times = measure.race({"ours": run_ours, "tokenizers": run_theirs}, repeats, warmup=1)
     mine = [[id_map[i] for i in row] for batch in outputs["ours"] for row in batch]
     flat = [row for batch in outputs["tokenizers"] for row in batch]
     equal = sum(a == b for a, b in zip(mine, flat, strict=True))
     row = {
         "pre_tokenizer": name,
         "texts": len(texts),
-        "batch_size": args.batch_size,
+        "batch_size": batch_size,
         "ours_texts_per_second": len(texts) / times["ours"],
         "tokenizers_texts_per_second": len(texts) / times["tokenizers"],
         "ratio": times["tokenizers"] / times["ours"],
@@ -125,30 +124,27 @@ def part(name, pre_tokenizer, lines, texts, args, work):
     return row
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="a small corpus, one repeat")
-    parser.add_argument("--vocabulary-size", type=int, default=32000)
+REPEATS = 5
+ONE_THREAD = True
+SMOKE_VOCABULARY_SIZE = 1000
+
+
+def add_options(parser):
+    parser.add_argument(
+        "--vocabulary-size", type=int, default=32000, help="(at most 1,000 with --smoke)"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="texts per call of each")
-    parser.add_argument("--repeats", type=int, help="timed rounds (5; 1 with --smoke)")
-    parser.add_argument("--json", help="also write the results to this JSON file")
-    args = parser.parse_args(argv)
-    args.repeats = args.repeats or (1 if args.smoke else 5)
-    if args.smoke:
-        args.vocabulary_size = min(args.vocabulary_size, 1000)
-    import tensorflow as tf
+
+
+def run(smoke, repeats, vocabulary_size, batch_size):
     import tokenizers
     from tokenizers import Regex, pre_tokenizers
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    from benchmarks import measure, report
-
-    lines, texts = corpus(args.smoke)
+    if smoke:
+        vocabulary_size = min(vocabulary_size, SMOKE_VOCABULARY_SIZE)
+    lines, texts = corpus(smoke)
     results = {
-        **measure.provenance("bpe_tokenizer", argv),
         "tokenizers": tokenizers.__version__,
-        "repeats": args.repeats,
         "mean_characters_per_text": sum(map(len, texts)) / len(texts),
     }
     llama3 = pre_tokenizers.Sequence(
@@ -160,23 +156,28 @@ def main(argv=None):
     gpt2 = pre_tokenizers.ByteLevel(add_prefix_space=False)
     with tempfile.TemporaryDirectory() as work:
         results["rows"] = [
-            part(name, pre, lines, texts, args, Path(work))
+            part(name, pre, lines, texts, vocabulary_size, batch_size, repeats, Path(work))
             for name, pre in (("gpt2", gpt2), ("llama3", llama3))
         ]
-    results["load_average_after"] = os.getloadavg()
-    print("\n" + report.describe(results["machine"]) + "; one thread each")
-    columns = [
-        ("pre_tokenizer", "pre-tokenizer", ""),
-        ("ours_texts_per_second", "ours, texts/s", ".0f"),
-        ("tokenizers_texts_per_second", "tokenizers, texts/s", ".0f"),
-        ("ratio", "ours / tokenizers", ".3f"),
-        ("ids_equal", "ids equal", ""),
-    ]
-    report.print_table("Byte-level BPE: texts per second", results["rows"], columns)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     return results
 
 
+TABLES = [
+    (
+        "Byte-level BPE: texts per second",
+        "rows",
+        [
+            ("pre_tokenizer", "pre-tokenizer", ""),
+            ("ours_texts_per_second", "ours, texts/s", ".0f"),
+            ("tokenizers_texts_per_second", "tokenizers, texts/s", ".0f"),
+            ("ratio", "ours / tokenizers", ".3f"),
+            ("ids_equal", "ids equal", ""),
+        ],
+    )
+]
+
+
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("bpe_tokenizer")

@@ -1,7 +1,7 @@
 """Cached against uncached greedy decoding, as the output grows.
 
-    python -m benchmarks.decoding            # 32, 64, 128, 256 output tokens
-    python -m benchmarks.decoding --smoke    # a few seconds: checks it runs
+    python -m benchmarks decoding            # 32, 64, 128, 256 output tokens
+    python -m benchmarks decoding --smoke    # a few seconds: checks it runs
 
 With the KV cache each step runs the decoder on one new token; without it,
 each step reruns the decoder over the whole buffer, so the total work grows
@@ -11,9 +11,6 @@ the median time of each, their ratio, and how each grows when the length
 doubles (about 2x for linear cost, 4x for quadratic).
 """
 
-import argparse
-import json
-
 import numpy as np
 import tensorflow as tf
 
@@ -21,8 +18,18 @@ from benchmarks.measure import median_seconds
 from keras_attention import decoding
 from keras_attention.models import build_transformer
 
+REPEATS = 5
+LENGTHS, BATCH_SIZE = (32, 64, 128, 256), 8
+SMOKE_LENGTHS, SMOKE_BATCH_SIZE = (4, 8), 2
+PRESET = "tiny"
 
-def run(lengths, batch_size, repeats, preset):
+
+def run(smoke, repeats):
+    lengths, batch_size = (SMOKE_LENGTHS, SMOKE_BATCH_SIZE) if smoke else (LENGTHS, BATCH_SIZE)
+    return {"rows": race(lengths, batch_size, repeats)}
+
+
+def race(lengths, batch_size, repeats, preset=PRESET):
     model = build_transformer(1000, preset=preset)
     source = np.random.default_rng(0).integers(3, 1000, size=(batch_size, 32)).astype("int32")
     rows = []
@@ -51,40 +58,18 @@ def run(lengths, batch_size, repeats, preset):
     return rows
 
 
-def print_table(rows):
-    print(
-        f"{'tokens':>6} {'cached s':>10} {'uncached s':>11} {'uncached/cached':>16} "
-        f"{'cached growth':>14} {'uncached growth':>16}"
-    )
-    for row in rows:
-        growth = (
-            f"{row['cached_growth']:>13.2f}x {row['uncached_growth']:>15.2f}x"
-            if "cached_growth" in row
-            else f"{'':>14} {'':>16}"
-        )
-        print(
-            f"{row['output_tokens']:>6} {row['cached_s']:>10.3f} {row['uncached_s']:>11.3f} "
-            f"{row['uncached_over_cached']:>15.2f}x {growth}"
-        )
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--json", help="also write the rows to this JSON file")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        rows = run([4, 8], batch_size=2, repeats=1, preset="tiny")
-    else:
-        rows = run([32, 64, 128, 256], args.batch_size, args.repeats, args.preset)
-    print_table(rows)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+COLUMNS = [
+    ("output_tokens", "tokens", "d"),
+    ("cached_s", "cached s", ".3f"),
+    ("uncached_s", "uncached s", ".3f"),
+    ("uncached_over_cached", "uncached/cached", ".2f"),
+    ("cached_growth", "cached growth", ".2f"),
+    ("uncached_growth", "uncached growth", ".2f"),
+]
+TABLES = [("greedy decoding, cached against uncached", "rows", COLUMNS)]
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("decoding")

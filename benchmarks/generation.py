@@ -1,8 +1,8 @@
 """Decoder-only generation, ours against KerasHub's `GPT2CausalLM`, as the
 output grows.
 
-    python -m benchmarks.generation            # 32, 64, 128, 256 new tokens
-    python -m benchmarks.generation --smoke    # a few seconds: checks it runs
+    python -m benchmarks generation            # 32, 64, 128, 256 new tokens
+    python -m benchmarks generation --smoke    # a few seconds: checks it runs
 
 Both models have the same sizes (2 layers, d_model 256, 4 heads, FF 1024,
 learned positions, a 1,000-token vocabulary, no dropout) and generate
@@ -25,15 +25,12 @@ batch / median seconds), ours over KerasHub's, and each rate over its own
 at 32 new tokens.
 """
 
-import argparse
-
 import keras
 import keras_hub
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import report
-from benchmarks.measure import race
+from benchmarks import measure
 from keras_attention import decoding
 from keras_attention.models import build_transformer_lm
 
@@ -89,7 +86,18 @@ def llama_pair(sizes, longest):
 PEERS = {"gpt2": gpt2_pair, "llama": llama_pair}
 
 
-def run(new_token_counts, batch_size, repeats, sizes=SIZES, peer="gpt2"):
+REPEATS = 5
+NEW_TOKENS, BATCH_SIZE = (32, 64, 128, 256), 8
+SMOKE_NEW_TOKENS, SMOKE_BATCH_SIZE = (4, 8), 2
+
+
+def run(smoke, repeats):
+    if smoke:
+        return {"rows": race(SMOKE_NEW_TOKENS, SMOKE_BATCH_SIZE, repeats, SMOKE_SIZES)}
+    return {"rows": race(NEW_TOKENS, BATCH_SIZE, repeats, SIZES)}
+
+
+def race(new_token_counts, batch_size, repeats, sizes, peer="gpt2"):
     longest = PROMPT_LENGTH + max(new_token_counts)
     keras.utils.set_random_seed(0)
     ours, backbone, causal_lm = PEERS[peer](sizes, longest)
@@ -127,7 +135,7 @@ def run(new_token_counts, batch_size, repeats, sizes=SIZES, peer="gpt2"):
             shape = np.shape(output["token_ids"] if name.startswith("keras_hub") else output)
             if shape != (batch_size, length):
                 raise RuntimeError(f"{name} generated {shape}, not {(batch_size, length)}.")
-        seconds = race(contenders, repeats, warmup=1)
+        seconds = measure.race(contenders, repeats, warmup=1)
         row = {
             "new_tokens": new_tokens,
             "batch_size": batch_size,
@@ -161,17 +169,10 @@ COLUMNS = [
 ]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
-    if args.smoke:
-        rows = run([4, 8], batch_size=2, repeats=1, sizes=SMOKE_SIZES)
-    else:
-        rows = run([32, 64, 128, 256], batch_size=8, repeats=args.repeats)
-    report.print_table("greedy generation, ours against KerasHub GPT2CausalLM", rows, COLUMNS)
+TABLES = [("greedy generation, ours against KerasHub GPT2CausalLM", "rows", COLUMNS)]
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("generation")

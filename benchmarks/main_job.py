@@ -1,20 +1,19 @@
 """The README's main job, measured: the translate recipe with no flag (the
 offline dates task, the `tiny` Transformer), and its Bahdanau-RNN preset.
 
-    python -m benchmarks.main_job                       # both, one after the other
-    python -m benchmarks.main_job --presets dates       # the main job only
-    python -m benchmarks.main_job --smoke               # 200 examples, 1 epoch: it runs
-    python -m benchmarks.main_job --presets dates --time-budget 6 \
+    python -m benchmarks main_job                       # both, one after the other
+    python -m benchmarks main_job --presets dates       # the main job only
+    python -m benchmarks main_job --smoke               # 200 examples, 1 epoch: it runs
+    python -m benchmarks main_job --presets dates --time-budget 6 \
         --json benchmarks/results_time_budget.json      # with --time-budget 6
 
 Each run is the recipe's own command in a process of its own, into a
 fresh folder; the results are what it wrote to `evaluation.json` (exact
 match and sacreBLEU on the test split, training seconds) and the wall
-time of the whole command. Writes `--json` (default
-`benchmarks/results_main_job.json`).
+time of the whole command. `--repeats N` runs each preset N times, a row
+each. Writes `--json` (default `benchmarks/results_main_job.json`).
 """
 
-import argparse
 import json
 import subprocess
 import sys
@@ -39,29 +38,30 @@ def run_recipe(preset, folder, flags):
     return {"preset": preset, **evaluation, "epochs": epochs, "wall_seconds": round(seconds, 1)}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+REPEATS = 1  # runs of each preset
+
+
+def add_options(parser):
     parser.add_argument("--presets", nargs="+", choices=PRESETS, default=list(PRESETS))
-    parser.add_argument("--smoke", action="store_true", help="a few examples, one epoch")
     parser.add_argument("--time-budget", type=float, help="the recipe's --time-budget, minutes")
-    parser.add_argument("--json", default="benchmarks/results_main_job.json", help="where to write")
-    args = parser.parse_args(argv)
 
-    from benchmarks import measure, report
-    from keras_attention.files import write_json
 
-    results = {**measure.provenance("main_job", argv), "smoke": args.smoke}
-    print(report.describe(results["machine"]), flush=True)
-    flags = SMOKE_FLAGS if args.smoke else ()
-    if args.time_budget:
-        flags += ("--time-budget", str(args.time_budget))
+def run(smoke, repeats, presets, time_budget):
+    flags = SMOKE_FLAGS if smoke else ()
+    if time_budget:
+        flags += ("--time-budget", str(time_budget))
+    rows = []
     with tempfile.TemporaryDirectory() as folder:
-        results["rows"] = [
-            run_recipe(preset, Path(folder) / preset, flags) for preset in args.presets
-        ]
-    report.print_table(
+        for preset in presets:
+            for number in range(repeats):
+                rows.append(run_recipe(preset, Path(folder) / f"{preset}_{number}", flags))
+    return {"rows": rows}
+
+
+TABLES = [
+    (
         "the translate recipe, as the README runs it",
-        results["rows"],
+        "rows",
         [
             ("preset", "preset", "s"),
             ("exact_match", "exact match", ".4f"),
@@ -71,10 +71,10 @@ def main(argv=None):
             ("wall_seconds", "whole command s", ".0f"),
         ],
     )
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.json, results)
-    print(f"\nwrote {args.json}")
+]
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("main_job")

@@ -55,6 +55,15 @@ def provenance(name, argv=None):
     }
 
 
+def use_threads(threads):
+    """TensorFlow's thread pools, before it runs anything: `threads` for
+    each op (intra) and between ops (inter), as TF Serving's
+    `--tensorflow_intra_op_parallelism` and `--tensorflow_inter_op_parallelism`
+    set them."""
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
 def median_seconds(function, repeats, warmup=2):
     """Median wall time of `function()` over `repeats` calls, after `warmup`
     calls that trace, compile and fill caches. `function` must block until

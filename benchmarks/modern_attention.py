@@ -2,9 +2,9 @@
 against KerasHub's Llama, the sliding window at long lengths, and how far
 each kind of positions carries past the training length.
 
-    python -m benchmarks.modern_attention            # every part, full sizes
-    python -m benchmarks.modern_attention --smoke    # tiny sizes: checks it runs
-    python -m benchmarks.modern_attention --parts window   # the window alone
+    python -m benchmarks modern_attention            # every part, full sizes
+    python -m benchmarks modern_attention --smoke    # tiny sizes: checks it runs
+    python -m benchmarks modern_attention --parts window   # the window alone
 
 1. **KV-cache memory** of grouped-query against multi-head attention at
    T = 8,192: the bytes of the caches the decoder allocates
@@ -23,7 +23,6 @@ each kind of positions carries past the training length.
    windows of 128 and of 512 characters.
 """
 
-import argparse
 import json
 import math
 import tempfile
@@ -212,12 +211,28 @@ SMOKE = dict(
 PARTS = ("kv_cache", "generation", "window", "extrapolation")
 
 
-def run(smoke=False, repeats=3, plot_path=None, parts=PARTS):
+REPEATS = 3
+TABLES = []  # each part's table is printed as it is measured (it takes minutes)
+PLOT = "benchmarks/sliding_window.png"
+
+
+def add_options(parser):
+    parser.add_argument("--plot", default=PLOT, help="where the window's figure goes")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="which parts to run (default: all four; the generation and the "
+        "full causal blocks at 32,768 are most of the 38 minutes)",
+    )
+
+
+def run(smoke, repeats, plot=None, parts=PARTS):
     """The rows of each part in `parts` (all four by default: `{"kv_cache",
     "generation", "window", "extrapolation"}`), each printed as a table as
-    it is measured."""
+    it is measured; the window's figure drawn to `plot`."""
     settings = SMOKE if smoke else FULL
-    repeats = 1 if smoke else repeats
     results = {}
 
     def show(part, rows):
@@ -231,47 +246,26 @@ def run(smoke=False, repeats=3, plot_path=None, parts=PARTS):
     if "generation" in parts:
         show(
             "generation",
-            generation.run(
+            generation.race(
                 settings["new_tokens"],
-                batch_size=2 if smoke else 8,
-                repeats=repeats,
-                sizes=generation.SMOKE_LLAMA_SIZES if smoke else generation.LLAMA_SIZES,
+                generation.SMOKE_BATCH_SIZE if smoke else generation.BATCH_SIZE,
+                repeats,
+                generation.SMOKE_LLAMA_SIZES if smoke else generation.LLAMA_SIZES,
                 peer="llama",
             ),
         )
     if "window" in parts:
         show("window", window_rows(**settings["window"], repeats=repeats))
-        if plot_path is not None:
-            plot_window(results["window"], plot_path)
-            print(f"wrote {plot_path}")
+        if plot is not None:
+            plot_window(results["window"], plot)
+            print(f"wrote {plot}")
     if "extrapolation" in parts:
         with tempfile.TemporaryDirectory() as folder:
             show("extrapolation", extrapolation_rows(**settings["extrapolation"], folder=folder))
     return results
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
-    parser.add_argument(
-        "--plot", default="benchmarks/sliding_window.png", help="where the window's figure goes"
-    )
-    parser.add_argument(
-        "--parts",
-        nargs="+",
-        choices=PARTS,
-        default=list(PARTS),
-        help="which parts to run (default: all four; the generation and the "
-        "full causal blocks at 32,768 are most of the 38 minutes)",
-    )
-    args = parser.parse_args(argv)
-    started = measure.provenance("modern_attention", argv)
-    results = {**started, **run(args.smoke, args.repeats, args.plot, args.parts)}
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("modern_attention")

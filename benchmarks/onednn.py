@@ -1,8 +1,8 @@
 """The encoder race (section 2 of `benchmarks.run`, TensorFlow) with
 TensorFlow's oneDNN off and on, in turns.
 
-    python -m benchmarks.onednn                 # 2 rounds of off, on (about 5 minutes)
-    python -m benchmarks.onednn --smoke         # tiny sizes: checks it runs
+    python -m benchmarks onednn                 # 2 rounds of off, on (about 5 minutes)
+    python -m benchmarks onednn --smoke         # tiny sizes: checks it runs
 
 TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, as it loads, and its default
 differs between CPUs (on for Intel ones and for AMD ones with AVX-512, off
@@ -13,13 +13,13 @@ it was measured with; ratios (ours over KerasHub's) are what carry over.
 Writes `--json` (default `benchmarks/results_onednn.json`).
 """
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
+
+from benchmarks.run import TRAINING_COLUMNS
 
 SETTINGS = ("0", "1")  # TF_ENABLE_ONEDNN_OPTS: off, on
 
@@ -82,49 +82,45 @@ COLUMNS = [
 ]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2, help="turns of off, then on")
-    parser.add_argument("--repeats", type=int, default=10, help="timed calls per figure")
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round")
-    parser.add_argument("--json", default="benchmarks/results_onednn.json", help="where to write")
-    parser.add_argument("--race", help=argparse.SUPPRESS)  # the fresh process's part
-    args = parser.parse_args(argv)
-    if args.race:
-        return race(args.race)
+REPEATS = 10
+
+
+def add_options(parser):
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="turns of off, then on (1 with --smoke)"
+    )
+
+
+def run(smoke, repeats, rounds):
     from benchmarks import measure
 
-    started = measure.provenance("onednn", argv)
-
-    from benchmarks import report, run
-    from keras_attention.files import write_json
-
-    rounds, repeats = (1, 2) if args.smoke else (args.rounds, args.repeats)
     rows = []
-    for number in range(rounds):
+    for number in range(1 if smoke else rounds):
         for setting in SETTINGS:
-            for row in race_in_a_fresh_process(setting, args.smoke, repeats):
+            for row in race_in_a_fresh_process(setting, smoke, repeats):
                 rows.append({"round": number + 1, **row})
-    machine = {key: rows[0][key] for key in ("cpu", "avx_flags", "cpus")}
-    print(report.describe({**machine, "TF_ENABLE_ONEDNN_OPTS": "0 and 1, in turns"}))
-    report.print_table(
-        "encoder training step, every round",
-        rows,
-        [("round", "round", "d"), ("TF_ENABLE_ONEDNN_OPTS", "oneDNN", "s"), *run.TRAINING_COLUMNS],
-    )
-    results = {
-        **started,
-        "smoke": args.smoke,
+    return {
+        # Each row has the machine as its process saw it; this, both settings.
+        "machine": {**measure.machine(), "TF_ENABLE_ONEDNN_OPTS": "0 and 1, in turns"},
         "rows": rows,
         "summary": summary(rows),
     }
-    report.print_table(
-        "ours over KerasHub's, oneDNN off (0) and on (1)", results["summary"], COLUMNS
-    )
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.json, results)
-    print(f"\nwrote {args.json}")
+
+
+TABLES = [
+    (
+        "encoder training step, every round",
+        "rows",
+        [("round", "round", "d"), ("TF_ENABLE_ONEDNN_OPTS", "oneDNN", "s"), *TRAINING_COLUMNS],
+    ),
+    ("ours over KerasHub's, oneDNN off (0) and on (1)", "summary", COLUMNS),
+]
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--race"]:  # the fresh process's part
+        race(sys.argv[2])
+    else:
+        from benchmarks import section
+
+        section.main("onednn")

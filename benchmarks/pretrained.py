@@ -2,9 +2,9 @@
 run them on, every engine on one thread: ratios of speed, and whether the
 outputs agree.
 
-    python -m benchmarks.pretrained                  # both parts (about 40 minutes here)
-    python -m benchmarks.pretrained --parts marian   # one part
-    python -m benchmarks.pretrained --smoke --hf-python ""   # the tiny test fixtures, no torch
+    python -m benchmarks pretrained                  # both parts (about 40 minutes here)
+    python -m benchmarks pretrained --parts marian   # one part
+    python -m benchmarks pretrained --smoke --hf-python ""   # the tiny test fixtures, no torch
 
 1. **Llama** of 125M parameters (hidden 768, 12 layers, 12 heads, 4
    key/value heads, SwiGLU 2048, untied `lm_head`, a 32,000-piece
@@ -50,7 +50,7 @@ compared; ratios are the peer's median time over ours: above 1, ours is
 faster.
 """
 
-import argparse
+import contextlib
 import gettext
 import hashlib
 import importlib
@@ -414,20 +414,20 @@ def until_end(ids):
     return ids[: ids.index(END)] if END in ids else ids
 
 
-def llama_part(args, worker, work):
+def llama_part(smoke, repeats, worker, work):
     import keras_hub
     import numpy as np
     import sentencepiece
     import tensorflow as tf
 
-    checkpoint = FIXTURES / "llama" if args.smoke else work / "llama"
-    result = {} if args.smoke else {"checkpoint": make_llama(checkpoint, worker)}
+    checkpoint = FIXTURES / "llama" if smoke else work / "llama"
+    result = {} if smoke else {"checkpoint": make_llama(checkpoint, worker)}
     run = work / "llama_run"
     command(
         "keras_attention.convert", checkpoint, "--output-dir", run, "--overwrite", "--no-export"
     )
     spm = sentencepiece.SentencePieceProcessor(model_file=str(checkpoint / "tokenizer.model"))
-    text = SMOKE_PROMPT if args.smoke else PROMPT
+    text = SMOKE_PROMPT if smoke else PROMPT
     prompt = [spm.bos_id()] + spm.encode(text)
     result |= {"prompt": text, "prompt_tokens": len(prompt)}
 
@@ -470,7 +470,7 @@ def llama_part(args, worker, work):
         return until_end(worker("generate", ids=prompt, new_tokens=new_tokens))
 
     rows = []
-    for new_tokens in SMOKE_NEW_TOKENS if args.smoke else NEW_TOKENS:
+    for new_tokens in SMOKE_NEW_TOKENS if smoke else NEW_TOKENS:
         print(f"\nLlama, {new_tokens} new tokens", flush=True)
         contenders = {"ours_export_xla": export(new_tokens)}  # its warm-up call compiles
         contenders["keras_hub"] = partial(keras_hub, new_tokens)
@@ -478,7 +478,7 @@ def llama_part(args, worker, work):
         if worker:
             contenders["transformers"] = partial(transformers, new_tokens)
             warm_ups["transformers"] = partial(transformers, 1)
-        seconds, outputs = timed(contenders, args.repeats, warm_ups)
+        seconds, outputs = timed(contenders, repeats, warm_ups)
         reference = "transformers" if worker else "keras_hub"
         row = {"new_tokens": new_tokens, "reference": reference}
         row["export_text_equal"] = outputs["ours_export_xla"] == spm.decode(outputs[reference])
@@ -495,19 +495,19 @@ def llama_part(args, worker, work):
     return result | {"rows": rows}
 
 
-def marian_part(args, worker, work):
+def marian_part(smoke, repeats, worker, work):
     import ctranslate2
     import sentencepiece
     import tensorflow as tf
 
-    checkpoint = FIXTURES / "marian" if args.smoke else work / "marian"
-    if args.smoke:  # the fixture's first test texts without a language code
+    checkpoint = FIXTURES / "marian" if smoke else work / "marian"
+    if smoke:  # the fixture's first test texts without a language code
         texts = json.loads((checkpoint / "reference.json").read_text())["texts"]
         result, sources = {}, [text for text in texts if ">>" not in text][:8]
     else:
         made, sources = make_marian(checkpoint, worker)
         result = {"checkpoint": made}
-    size = SMOKE_BATCH_SIZE if args.smoke else BATCH_SIZE
+    size = SMOKE_BATCH_SIZE if smoke else BATCH_SIZE
     batches = [sources[i : i + size] for i in range(0, len(sources), size)]
     run = work / "marian_run"
     command(
@@ -547,7 +547,7 @@ def marian_part(args, worker, work):
         result["transformers_attention"] = worker("load", kind="marian", folder=str(checkpoint))
         contenders["transformers"] = lambda: worker("translate", batches=batches)
     print(f"\nMarian, beam {beam_size}, {len(sources)} sentences in batches of {size}", flush=True)
-    seconds, outputs = timed(contenders, args.repeats)
+    seconds, outputs = timed(contenders, repeats)
     reference = "transformers" if worker else "ctranslate2"
     row = {"batch_size": size, "beam_size": beam_size, "reference": reference}
     for name, texts in outputs.items():
@@ -573,64 +573,71 @@ MARIAN_COLUMNS = [
     ("ours_export_xla_over_transformers", "export XLA / transformers", ".2f"),
     ("ours_export_xla_over_ctranslate2", "export XLA / CTranslate2", ".2f"),
 ]
-PARTS = {"llama": (llama_part, LLAMA_COLUMNS), "marian": (marian_part, MARIAN_COLUMNS)}
+PARTS = {"llama": llama_part, "marian": marian_part}
+REPEATS = 3
+ONE_THREAD = True
+TABLES = [
+    (f"{part}: the peer's time over ours (above 1, ours is faster)", (part, "rows"), columns)
+    for part, columns in (("llama", LLAMA_COLUMNS), ("marian", MARIAN_COLUMNS))
+]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_options(parser):
     parser.add_argument("--parts", nargs="+", choices=list(PARTS), default=list(PARTS))
-    parser.add_argument("--smoke", action="store_true", help="the tiny test fixtures, no torch")
-    parser.add_argument("--repeats", type=int, help="timed calls of each (3; 1 with --smoke)")
+    add_torch_options(parser, "checkpoints and runs", "pretrained")
+
+
+def add_torch_options(parser, what, name):
+    """`--hf-python` and `--work-dir`, for this benchmark and `bert_classifier`."""
     parser.add_argument(
         "--hf-python",
         default="/work/hfenv/bin/python",
         help="a Python with torch and transformers (default: %(default)s; '' for none)",
     )
-    parser.add_argument("--work-dir", help="checkpoints and runs (/tmp/keras_attention_pretrained)")
-    parser.add_argument("--json", help="also write the results to this JSON file")
-    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.torch_worker:
-        return torch_worker()
-    args.repeats = args.repeats or (1 if args.smoke else 3)
-    import tensorflow as tf
+    parser.add_argument(
+        "--work-dir", help=f"{what} (/tmp/keras_attention_{name}, ..._smoke with --smoke)"
+    )
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    from benchmarks import measure, report
 
-    results = {
-        **measure.provenance("pretrained", argv),
-        "repeats": args.repeats,
-    }
-    worker = None
-    if args.hf_python and Path(args.hf_python).is_file():
-        worker = TorchWorker(args.hf_python)
-        results["transformers"] = worker("versions")
-    elif args.smoke:
-        results["transformers"] = f"skipped: no Python with torch (--hf-python {args.hf_python!r})"
-    else:
-        parser.error("making the checkpoints needs --hf-python, a Python with torch")
-    print(f"transformers (torch): {results['transformers']}", flush=True)
-    suffix = "_smoke" if args.smoke else ""
-    work = Path(args.work_dir or f"/tmp/keras_attention_pretrained{suffix}")
-    start = time.perf_counter()
-    try:
-        for part in args.parts:
-            results[part] = PARTS[part][0](args, worker, work)
-    finally:
-        if worker:
+@contextlib.contextmanager
+def torch_peer(worker_class, hf_python, smoke):
+    """`(worker, what it runs)`: the torch worker under `hf_python`, closed
+    afterwards; with `smoke` and no such Python, `(None, why not)`."""
+    if hf_python and Path(hf_python).is_file():
+        worker = worker_class(hf_python)
+        try:
+            yield worker, worker("versions")
+        finally:
             worker.close()
+    elif smoke:
+        yield None, f"skipped: no Python with torch (--hf-python {hf_python!r})"
+    else:
+        raise SystemExit(
+            f"error: --hf-python {hf_python!r}: making the checkpoints needs a Python with torch"
+        )
+
+
+def work_folder(work_dir, name, smoke):
+    return Path(work_dir or f"/tmp/keras_attention_{name}{'_smoke' if smoke else ''}")
+
+
+def run(smoke, repeats, parts, hf_python, work_dir):
+    results = {}
+    start = time.perf_counter()
+    with torch_peer(TorchWorker, hf_python, smoke) as (worker, versions):
+        results["transformers"] = versions
+        print(f"transformers (torch): {versions}", flush=True)
+        work = work_folder(work_dir, "pretrained", smoke)
+        for part in parts:
+            results[part] = PARTS[part](smoke, repeats, worker, work)
     results["seconds"] = time.perf_counter() - start
-    results["load_average_after"] = os.getloadavg()
-    print("\n" + report.describe(results["machine"]) + "; one thread for every engine")
-    for part in args.parts:
-        title = f"{part}: the peer's time over ours (above 1, ours is faster)"
-        report.print_table(title, results[part]["rows"], PARTS[part][1])
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     return results
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--torch-worker"]:
+        torch_worker()
+    else:
+        from benchmarks import section
+
+        section.main("pretrained")

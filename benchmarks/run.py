@@ -53,6 +53,7 @@ from benchmarks import (
     measure,
     modern_attention,
     report,
+    section,
     self_attention,
 )
 from keras_attention import export
@@ -66,10 +67,6 @@ NUM_LAYERS = 2
 # No dropout (the compute alone), then the paper's rate, applied by every
 # contender to the same activations (see `contenders`).
 DROPOUTS = (0.0, 0.1)
-ATTENTION_LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768)
-ATTENTION_CAUSAL_LENGTHS = (8192,)
-ATTENTION_REPEATS = 3  # a dense step at T = 8192 takes seconds
-ATTENTION_BATCH = 1
 OURS = "keras_attention"
 
 
@@ -328,35 +325,13 @@ def main(argv=None):
     if args.encoder_only:
         return write_results(results, args.json)
 
-    if args.smoke:
-        rows = self_attention.run(
-            [64, 128], 1, sizes["model_dim"], sizes["num_heads"], 1, [64], 16, dense_up_to=64
-        )
-    else:
-        rows = self_attention.run(
-            ATTENTION_LENGTHS,
-            ATTENTION_BATCH,
-            sizes["model_dim"],
-            sizes["num_heads"],
-            min(repeats, ATTENTION_REPEATS),
-            ATTENTION_CAUSAL_LENGTHS,
-        )
-    results["self_attention"] = rows
-    report.print_table(
-        "self-attention alone, forward + backward", rows, self_attention.ATTENTION_COLUMNS
-    )
-    plot_path = Path(args.json).parent / "attention_memory.png"
-    plot_path.parent.mkdir(parents=True, exist_ok=True)
-    self_attention.plot(rows, plot_path)
-    print(f"wrote {plot_path}")
-
-    if args.smoke:
-        rows = decoding.run([4, 8], batch_size=2, repeats=1, preset="tiny")
-    else:
-        rows = decoding.run([32, 64, 128, 256], batch_size=8, repeats=repeats, preset="tiny")
-    results["greedy_decoding"] = rows
-    print("\ngreedy decoding, cached against uncached")
-    decoding.print_table(rows)
+    # Sections that also run alone (`python -m benchmarks NAME`).
+    part_repeats = section.SMOKE_REPEATS if args.smoke else repeats
+    plot = Path(args.json).parent / "attention_memory.png"
+    results["self_attention"] = section.run_and_print(
+        self_attention, args.smoke, min(part_repeats, self_attention.REPEATS), plot=plot
+    )["rows"]
+    results["greedy_decoding"] = section.run_and_print(decoding, args.smoke, part_repeats)["rows"]
 
     rows = serving_rows((1, 32), 8 if args.smoke else 32, repeats)
     results["serving"] = rows
@@ -373,14 +348,7 @@ def main(argv=None):
         ],
     )
 
-    if args.smoke:
-        rows = generation.run([4, 8], batch_size=2, repeats=1, sizes=generation.SMOKE_SIZES)
-    else:
-        rows = generation.run([32, 64, 128, 256], batch_size=8, repeats=repeats)
-    results["generation"] = rows
-    report.print_table(
-        "greedy generation, ours against KerasHub GPT2CausalLM", rows, generation.COLUMNS
-    )
+    results["generation"] = section.run_and_print(generation, args.smoke, part_repeats)["rows"]
 
     # Grouped-query, the sliding window, Llama, length extrapolation.
     results["modern_attention"] = modern_attention.run(

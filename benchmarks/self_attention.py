@@ -2,22 +2,20 @@
 blocks (`chunk_size`), ours dense, and `keras.layers.MultiHeadAttention`;
 time and peak memory.
 
-    python -m benchmarks.self_attention            # T = 1024 ... 32768, and causal at 8192
-    python -m benchmarks.self_attention --smoke    # tiny: checks it runs
+    python -m benchmarks self_attention            # T = 1024 ... 32768, and causal at 8192
+    python -m benchmarks self_attention --smoke    # tiny: checks it runs
 
 The dense contenders hold `[B, H, T, T]` scores, 16 GiB each at T = 32768:
 past `DENSE_UP_TO` they are not run (the row says so) rather than swap.
 """
 
-import argparse
-import json
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import contenders, measure, report
+from benchmarks import contenders, measure
 
 OURS = "keras_attention"
 CHUNKED = "keras_attention_chunked"
@@ -63,7 +61,45 @@ ATTENTION_COLUMNS = [
 ]
 
 
-def run(
+REPEATS = 3  # a dense step at T = 8192 takes seconds
+FULL = dict(
+    lengths=(1024, 2048, 4096, 8192, 16384, 32768),
+    causal_lengths=(8192,),
+    batch_size=1,
+    model_dim=256,
+    num_heads=4,
+    chunk_size=CHUNK_SIZE,
+    dense_up_to=DENSE_UP_TO,
+)
+SMOKE = dict(
+    lengths=(64, 128),
+    causal_lengths=(64,),
+    batch_size=1,
+    model_dim=16,
+    num_heads=2,
+    chunk_size=16,
+    dense_up_to=64,
+)
+
+
+def add_options(parser):
+    parser.add_argument("--chunk-size", type=int, help=f"ours in blocks of ({CHUNK_SIZE})")
+    parser.add_argument("--plot", help="also draw the memory plot to this PNG")
+
+
+def run(smoke, repeats, chunk_size=None, plot=None):
+    settings = dict(SMOKE if smoke else FULL)
+    if chunk_size is not None:
+        settings["chunk_size"] = chunk_size
+    rows = race(repeats=repeats, **settings)
+    if plot:
+        Path(plot).parent.mkdir(parents=True, exist_ok=True)
+        draw(rows, plot)
+        print(f"wrote {plot}")
+    return {"rows": rows}
+
+
+def race(
     lengths,
     batch_size,
     model_dim,
@@ -122,7 +158,7 @@ def _ratio(memory, other):
     return memory / other if memory is not None and other else None
 
 
-def plot(rows, path):
+def draw(rows, path):
     """Peak memory against length, one line per contender (log-log)."""
     import matplotlib
 
@@ -150,25 +186,10 @@ def plot(rows, path):
     plt.close(figure)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE)
-    parser.add_argument("--plot", help="also draw the memory plot to this PNG")
-    parser.add_argument("--json", help="also write the rows to this JSON file")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        rows = run([64, 128], 1, 16, 2, 1, causal_lengths=[64], chunk_size=16, dense_up_to=64)
-    else:
-        lengths = [1024, 2048, 4096, 8192, 16384, 32768]
-        rows = run(lengths, 1, 256, 4, args.repeats, [8192], args.chunk_size)
-    report.print_table("self-attention alone, forward + backward", rows, ATTENTION_COLUMNS)
-    if args.plot:
-        plot(rows, args.plot)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+TABLES = [("self-attention alone, forward + backward", "rows", ATTENTION_COLUMNS)]
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("self_attention")

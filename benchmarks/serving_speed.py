@@ -133,15 +133,6 @@ def pieces_of(config, folder):
     return (lambda text: source.encode(text, out_type=str)), target.decode_pieces
 
 
-def use_threads(threads):
-    """TensorFlow's thread pools, before it runs anything: `threads` for
-    each op (intra) and between ops (inter), as TF Serving's
-    `--tensorflow_intra_op_parallelism` and `--tensorflow_inter_op_parallelism`
-    set them."""
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-
-
 def request(texts, beam_size, options):
     """A `translate_batch` request as numpy arrays: `texts`, no target
     prefix or suppressed sequence, and every option per row, CTranslate2's
@@ -533,7 +524,7 @@ def main(argv=None):
     )
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
-    use_threads(args.threads)
+    measure.use_threads(args.threads)
     if args.smoke == (args.run_dir is not None):
         parser.error("give RUN_DIR or --smoke")
     if args.smoke:

@@ -3,8 +3,8 @@ them: `serving_default` and `translate_with_options` of today's export
 against the same run exported by the code from before `translate_batch`
 and `score_batch`, side by side, one thread.
 
-    python -m benchmarks.unused_options RUN_DIR [--baseline REV]
-    python -m benchmarks.unused_options --smoke      # trains a tiny run first
+    python -m benchmarks unused_options RUN_DIR [--baseline REV]
+    python -m benchmarks unused_options --smoke      # trains a tiny run first
 
 The baseline's package comes from this repository's history (`git archive
 REV`), installed apart without its dependencies (`pip install --no-deps
@@ -16,7 +16,6 @@ the baseline's median time over today's: above 1, today's is faster; the
 goal is at least 0.95 (no more than 5% slower).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -29,8 +28,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the exports tokenize with its ops)
 
-from benchmarks import measure, report
-from benchmarks.serving_speed import test_sources, use_threads
+from benchmarks import measure
+from benchmarks.serving_speed import test_sources
 
 # The last commit before `translate_batch` and `score_batch` landed.
 BASELINE = "1bf0a47"
@@ -115,7 +114,7 @@ def calls(export_path, texts, beam_size, max_length):
     }
 
 
-def run(run_dir, sentences, repeats, baseline=BASELINE):
+def race(run_dir, sentences, repeats, baseline=BASELINE):
     """Rows of (signature, batch size, both medians, their ratio)."""
     from keras_attention.run_files import read_config
 
@@ -154,29 +153,26 @@ def run(run_dir, sentences, repeats, baseline=BASELINE):
     return rows
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+REPEATS = 20
+ONE_THREAD = True
+TABLES = [("seconds a call, the baseline against today (one thread)", "rows", COLUMNS)]
+
+
+def add_options(parser):
     parser.add_argument("run_dir", nargs="?", help="a finished translate run")
-    parser.add_argument("--smoke", action="store_true", help="a tiny run, few calls")
     parser.add_argument(
         "--baseline", default=BASELINE, help="a git revision (default: %(default)s)"
     )
     parser.add_argument("--sentences", type=int, default=32, help="(default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=20, help="(default: %(default)s)")
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    args = parser.parse_args(argv)
-    if args.smoke == (args.run_dir is not None):
-        parser.error("give RUN_DIR or --smoke")
-    use_threads(1)
-    results = {**measure.provenance("unused_options", argv), "baseline": args.baseline}
-    print(report.describe(results["machine"]), flush=True)
+
+
+def run(smoke, repeats, run_dir, baseline, sentences):
+    if smoke == (run_dir is not None):
+        raise SystemExit("error: give RUN_DIR or --smoke")
     with tempfile.TemporaryDirectory() as folder:
-        run_dir = args.run_dir
-        if args.smoke:
+        if smoke:
             from keras_attention.recipes import translate
 
-            args.repeats = 2
             run_dir = Path(folder) / "run"
             translate.main(
                 [
@@ -185,17 +181,11 @@ def main(argv=None):
                     *("--train-examples", "256", "--test-examples", "32", "--epochs", "1"),
                 ]
             )
-        sentences = test_sources(run_dir, args.sentences)
-        results["rows"] = run(run_dir, sentences, args.repeats, args.baseline)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
-    report.print_table(
-        f"seconds a call, baseline {args.baseline} against today (one thread)",
-        results["rows"],
-        COLUMNS,
-    )
-    return results
+        texts = test_sources(run_dir, sentences)
+        return {"baseline": baseline, "rows": race(run_dir, texts, repeats, baseline)}
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("unused_options")

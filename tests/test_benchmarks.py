@@ -1,6 +1,7 @@
 """The benchmarks still run (smoke mode). Nothing about speed is asserted: only
 that every section ran, for every contender, and wrote sane figures."""
 
+import importlib
 import json
 import os
 import re
@@ -120,7 +121,7 @@ def test_the_byte_level_bpe_benchmark_runs_and_agrees_with_tokenizers(tmp_path):
     text's ids equal to `tokenizers`' (no torch needed)."""
     output = tmp_path / "bpe.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bpe_tokenizer", "--smoke", "--json", str(output)],
+        [sys.executable, "-m", "benchmarks", "bpe_tokenizer", "--smoke", "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
@@ -144,7 +145,7 @@ def test_the_pretrained_benchmark_runs_without_torch(tmp_path):
     our export's length penalty is not CTranslate2's)."""
     output = tmp_path / "pretrained.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.pretrained", "--smoke", "--hf-python", ""]
+        [sys.executable, "-m", "benchmarks", "pretrained", "--smoke", "--hf-python", ""]
         + ["--work-dir", str(tmp_path / "work"), "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
@@ -175,7 +176,7 @@ def test_the_bert_classifier_benchmark_runs_without_torch(tmp_path):
     export is timed at each batch size."""
     output = tmp_path / "bert.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bert_classifier", "--smoke", "--hf-python", ""]
+        [sys.executable, "-m", "benchmarks", "bert_classifier", "--smoke", "--hf-python", ""]
         + ["--work-dir", str(tmp_path / "work"), "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
@@ -306,7 +307,7 @@ def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
     say which), and the ratios summed up for each."""
     output = tmp_path / "onednn.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.onednn", "--smoke", "--json", str(output)],
+        [sys.executable, "-m", "benchmarks", "onednn", "--smoke", "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
@@ -331,48 +332,50 @@ def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
 
 
 def test_one_section_runs_alone_and_keeps_its_rows(tmp_path, capsys):
-    """`benchmarks.self_attention --json` and `benchmarks.modern_attention
+    """`benchmarks self_attention --json` and `benchmarks modern_attention
     --parts window --json`, at smoke sizes: only what was asked is run and
     written (and a part that does not exist is refused by name)."""
-    from benchmarks import modern_attention, self_attention
+    from benchmarks import __main__ as runner
 
     rows_file = tmp_path / "self_attention.json"
-    self_attention.main(["--smoke", "--json", str(rows_file)])
-    rows = json.loads(rows_file.read_text())
-    assert {row["contender"] for row in rows} == {
+    runner.main(["self_attention", "--smoke", "--json", str(rows_file)])
+    results = json.loads(rows_file.read_text())
+    assert_provenance(results, "python -m benchmarks.self_attention --smoke")
+    assert {row["contender"] for row in results["rows"]} == {
         "keras_attention_chunked",
         "keras_attention",
         "keras_core",
     }
     parts_file, plot = tmp_path / "modern.json", tmp_path / "window.png"
-    modern_attention.main(
-        ["--smoke", "--parts", "window", "--json", str(parts_file), "--plot", str(plot)]
+    runner.main(
+        ["modern_attention", "--smoke", "--parts", "window", "--json", str(parts_file)]
+        + ["--plot", str(plot)]
     )
     results = json.loads(parts_file.read_text())
     assert_provenance(results, "python -m benchmarks.modern_attention --smoke --parts window")
-    measured = [key for key in results if key not in measure.provenance("modern_attention")]
-    assert measured == ["window"]
+    recorded = {*measure.provenance("modern_attention"), "smoke", "repeats", "load_average_after"}
+    assert [key for key in results if key not in recorded] == ["window"]
     assert [row["length"] for row in results["window"]] == [128, 128, 256, 256]
     assert plot.stat().st_size > 0
     with pytest.raises(SystemExit):
-        modern_attention.main(["--smoke", "--parts", "windows"])
+        runner.main(["modern_attention", "--smoke", "--parts", "windows"])
     assert "--parts: invalid choice: 'windows'" in capsys.readouterr().err
 
 
 def test_python_m_benchmarks_lists_every_benchmark_and_runs_one_by_name(capsys):
     """`python -m benchmarks` lists every module of the package that has a
-    `main` (so a new benchmark cannot be left out), and passes a name's
-    flags on to it."""
+    `main` or is a section (so a new benchmark cannot be left out), and
+    passes a name's flags on to it."""
     from benchmarks import __main__ as runner
 
     folder = Path(runner.__file__).parent
-    with_main = {
+    runnable = {
         path.stem
         for path in folder.glob("*.py")
-        if "\ndef main(" in path.read_text()
-        and path.stem not in ("__main__", "on_jax")  # this runner, and a helper of `run`
+        if ("\ndef main(" in path.read_text() or "\nTABLES = " in path.read_text())
+        and path.stem not in ("__main__", "section", "on_jax")  # the runners; a helper of `run`
     }
-    assert set(runner.BENCHMARKS) == with_main
+    assert set(runner.BENCHMARKS) == runnable
     runner.main([])
     listing = capsys.readouterr().out
     assert all(f"  {name} " in listing for name in runner.BENCHMARKS)
@@ -384,11 +387,50 @@ def test_python_m_benchmarks_lists_every_benchmark_and_runs_one_by_name(capsys):
     assert "usage: " in capsys.readouterr().out
 
 
+def test_every_section_runs_from_one_runner_with_the_same_flags_and_json(
+    tmp_path, capsys, monkeypatch
+):
+    """The sections share `--smoke`, `--repeats` and `--json` and one JSON
+    layout (provenance, smoke, repeats, the figures); several run in one
+    command; a smoke run writes nothing unless `--json` says where; bad
+    flags are refused by name."""
+    from benchmarks import __main__ as runner
+    from benchmarks import section
+
+    sections = [name for name in runner.BENCHMARKS if section.is_section(name)]
+    assert {"decoding", "generation", "self_attention", "bfloat16", "main_job"} <= set(sections)
+    for name in sections:
+        module = importlib.import_module(f"benchmarks.{name}")
+        assert module.REPEATS >= 1 and callable(module.run), name
+        assert all(len(table) == 3 for table in module.TABLES), name
+    monkeypatch.chdir(tmp_path)  # where benchmarks/results_NAME.json would go
+    runner.main(["decoding", "bfloat16", "--smoke"])
+    printed = capsys.readouterr().out
+    assert "greedy decoding, cached against uncached" in printed
+    assert "float32 over mixed_bfloat16" in printed
+    assert not list(tmp_path.rglob("*.json"))
+    output = tmp_path / "decoding.json"
+    results = section.main("decoding", ["--smoke", "--repeats", "2", "--json", str(output)])
+    assert json.loads(output.read_text()) == json.loads(json.dumps(results))
+    assert_provenance(results, "python -m benchmarks.decoding --smoke --repeats 2")
+    assert results["smoke"] is True and results["repeats"] == 2
+    assert [row["output_tokens"] for row in results["rows"]] == [4, 8]
+    with pytest.raises(SystemExit, match="--repeats must be 1 or more, not 0"):
+        section.main("decoding", ["--smoke", "--repeats", "0"])
+    with pytest.raises(SystemExit, match="--json names one file"):
+        runner.main(["decoding", "generation", "--smoke", "--json", str(output)])
+    with pytest.raises(SystemExit, match="serving_speed take their own arguments"):
+        runner.main(["decoding", "serving_speed", "--smoke"])
+    with pytest.raises(SystemExit):
+        runner.main(["decoding", "--smoke", "--lengths", "4"])
+    assert "unrecognized arguments: --lengths 4" in capsys.readouterr().err
+
+
 def test_the_bfloat16_race_times_both_precisions_on_the_same_work(tmp_path):
-    from benchmarks import bfloat16
+    from benchmarks import __main__ as runner
 
     output = tmp_path / "bfloat16.json"
-    bfloat16.main(["--smoke", "--json", str(output)])
+    runner.main(["bfloat16", "--smoke", "--json", str(output)])
     results = json.loads(output.read_text())
     assert [(row["model"], row["work"]) for row in results["rows"]] == [("tiny", "training step")]
     for row in results["rows"]:
@@ -409,7 +451,7 @@ def test_the_unused_options_benchmark_races_the_baselines_export(tmp_path):
     benchmark), every signature and batch size timed."""
     output = tmp_path / "unused_options.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.unused_options", "--smoke", "--json", str(output)],
+        [sys.executable, "-m", "benchmarks", "unused_options", "--smoke", "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
@@ -450,7 +492,7 @@ def test_the_main_job_benchmark_runs_the_recipe_and_keeps_what_it_wrote(tmp_path
     command's wall time, with how, when and where they were measured."""
     output = tmp_path / "main_job.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.main_job", "--smoke", "--presets", "dates"]
+        [sys.executable, "-m", "benchmarks", "main_job", "--smoke", "--presets", "dates"]
         + ["--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
