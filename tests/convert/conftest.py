@@ -1,12 +1,15 @@
 import pytest
-from convert_helpers import FIXTURES
 
-from keras_attention.convert import from_huggingface
+# TensorFlow is imported inside the fixtures, not here (see tests/export/conftest.py).
 
 
 @pytest.fixture(scope="session")
 def converted():
     """The committed checkpoints, converted once: name -> `Converted`."""
+    from convert_helpers import FIXTURES
+
+    from keras_attention.convert import from_huggingface
+
     cache = {}
 
     def get(name):
@@ -20,6 +23,8 @@ def converted():
 @pytest.fixture(scope="session")
 def bert_run(tmp_path_factory):
     """The tiny BERT classifier converted into a run folder, with its export."""
+    from convert_helpers import FIXTURES
+
     from keras_attention.convert import convert
 
     return convert(FIXTURES / "bert", tmp_path_factory.mktemp("converted") / "bert")

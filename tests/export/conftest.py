@@ -1,33 +1,32 @@
 """Small models (one trained), exported once for every export test, and
 their answers from a fresh process that imports only TensorFlow and TF Text."""
 
-from types import SimpleNamespace
-
-import keras
 import pytest
-import tensorflow as tf
-from export_helpers import (
-    BEAM_SIZE,
-    MAX_LENGTH,
-    ask_a_fresh_process,
-    requests,
-    reversal_pairs,
-)
 
-from keras_attention import export
-from keras_attention.data.pipeline import translation_batches
-from keras_attention.data.tokenizers import CharacterTokenizer
-from keras_attention.models import (
-    build_seq2seq_attention,
-    build_transformer,
-    build_transformer_classifier,
-    build_transformer_lm,
-)
-from keras_attention.objectives import MaskedSparseCrossentropy
+# TensorFlow is imported inside the fixtures, not here: pytest-xdist's main
+# process reads this file when it is given tests/export, and a TensorFlow
+# it imported would print its start-up lines after the summary.
 
 
 @pytest.fixture(scope="session")
 def exports(tmp_path_factory):
+    from types import SimpleNamespace
+
+    import keras
+    import tensorflow as tf
+    from export_helpers import BEAM_SIZE, MAX_LENGTH, reversal_pairs
+
+    from keras_attention import export
+    from keras_attention.data.pipeline import translation_batches
+    from keras_attention.data.tokenizers import CharacterTokenizer
+    from keras_attention.models import (
+        build_seq2seq_attention,
+        build_transformer,
+        build_transformer_classifier,
+        build_transformer_lm,
+    )
+    from keras_attention.objectives import MaskedSparseCrossentropy
+
     keras.utils.set_random_seed(0)
     base = tmp_path_factory.mktemp("serving")
     pairs = reversal_pairs(2048)
@@ -105,5 +104,7 @@ def served(exports, tmp_path_factory):
     """Every request answered by the stand-in for TF Serving in a fresh
     process; returns (the requests, the answers)."""
     folder = tmp_path_factory.mktemp("fresh_process")
+    from export_helpers import ask_a_fresh_process, requests
+
     spec = requests(exports)
     return spec, ask_a_fresh_process(spec, folder)
