@@ -72,11 +72,17 @@ class OtherRunInFolder(ValueError):
 # --- Config: a dataclass, one flag per field, the field's help as its help ---
 
 
-def flag(default, help, *, positive=False, choices=None):
+def flag(default, help, *, positive=False, non_negative=False, choices=None):
     """A config field and its command-line flag: the default, the help text,
-    and what it accepts (`positive`: > 0 when given; `choices`: one of these).
-    A mutable default (a dict) is copied for every config."""
-    metadata = {"help": help, "positive": positive, "choices": tuple(choices or ())}
+    and what it accepts when given (`positive`: > 0; `non_negative`: >= 0;
+    `choices`: one of these). A mutable default (a dict) is copied for
+    every config."""
+    metadata = {
+        "help": help,
+        "positive": positive,
+        "non_negative": non_negative,
+        "choices": tuple(choices or ()),
+    }
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -164,6 +170,7 @@ class TrainingConfig:
         "W tokens holds N // W sequences (then --batch-size is not used for them); 0: "
         "batches of --batch-size; None: chosen (translation: 1024 from 10,000 training "
         "pairs, else 0)",
+        non_negative=True,
     )
     epochs: int | None = flag(
         None,
@@ -200,6 +207,7 @@ class TrainingConfig:
         "after training, average the weights of the last K epochs' ends (checkpoint "
         "averaging, as fairseq and OpenNMT do; 0 or 1: none); the average or the last "
         "weights, whichever has the lower validation loss, are kept",
+        non_negative=True,
     )
     adam_beta_1: float = flag(0.9, "Adam beta_1")
     adam_beta_2: float = flag(0.98, "Adam beta_2 (the paper's 0.98)")
@@ -266,14 +274,12 @@ class TrainingConfig:
                 check_choice(flag_name(field), value, field.metadata["choices"])
             if field.metadata["positive"]:
                 check_positive(flag_name(field), value)
-        if self.average_last < 0:
-            raise ValueError(f"--average-last must be 0 or more; got {self.average_last}")
+            if field.metadata["non_negative"] and value is not None and value < 0:
+                raise ValueError(f"{flag_name(field)} must be 0 or more; got {value!r}")
         if not 0 <= self.ema_momentum < 1:
             raise ValueError(f"--ema-momentum must be from 0 to below 1; got {self.ema_momentum}")
         if self.final_decay is not None and not 0 <= self.final_decay <= 1:
             raise ValueError(f"--final-decay must be from 0 to 1; got {self.final_decay}")
-        if self.batch_tokens is not None and self.batch_tokens < 0:
-            raise ValueError(f"--batch-tokens must be 0 or more; got {self.batch_tokens}")
         if self.batch_tokens and self.batch_tokens < self.max_input_length:
             raise ValueError(
                 f"--batch-tokens {self.batch_tokens} holds no sequence of --max-input-length "

@@ -268,3 +268,12 @@ def test_a_token_batch_must_hold_one_sequence_of_the_longest_length(capsys):
     assert "--batch-tokens must be 0 or more; got -1" in capsys.readouterr().err
     config = recipe_config.parse_config(TranslateConfig, PRESETS, ["--batch-tokens", "0"])
     assert config.batch_tokens == 0  # batches of --batch-size sentences
+
+
+@pytest.mark.parametrize("flag", ["--batch-tokens", "--average-last"])
+def test_a_count_that_may_be_zero_is_refused_below_zero_by_name(flag, capsys):
+    with pytest.raises(SystemExit):
+        recipe_config.parse_config(TranslateConfig, PRESETS, [flag, "-2"])
+    assert f"{flag} must be 0 or more; got -2" in capsys.readouterr().err
+    config = recipe_config.parse_config(TranslateConfig, PRESETS, [flag, "0"])
+    assert getattr(config, flag[2:].replace("-", "_")) == 0
