@@ -253,7 +253,7 @@ def run_opennmt(environment, folder, our_run, train, validation, test, seconds):
 
 PEERS = ("keras_hub_example", "opennmt")
 # Copied from ours' evaluation.json into its row.
-RUN_RECORDS = ("length_penalty", "weights", "time_budget")
+RUN_RECORDS = ("length_penalty", "decoding_tuning", "weights", "time_budget")
 
 
 def main(argv=None):

@@ -32,6 +32,9 @@ def test_an_rnn_run_in_mixed_bfloat16_with_beam_search_writes_everything(
     assert config["beam_size"] == 2 and config["length_penalty"] in (0.3, 0.6, 1.0)
     results = json.loads((output_dir / "evaluation.json").read_text())
     assert results["length_penalty"] == config["length_penalty"]
+    assert list(results["decoding_tuning"]) == [
+        f"beam 2, length penalty {alpha}" for alpha in (0.3, 0.6, 1.0)
+    ]
     (metadata,) = (output_dir / "serving").glob("*/1/assets.extra/keras_attention.json")
     assert json.loads(metadata.read_text())["length_penalty"] == config["length_penalty"]
 
@@ -139,25 +142,29 @@ def test_the_decoding_is_chosen_on_the_validation_split(monkeypatch, capsys):
         return references[:right] + ["non"] * (len(references) - right)
 
     monkeypatch.setattr(translate, "translate", decode)
-    chosen = translate.tune_decoding(None, data, given=translate.TranslateConfig())
+    chosen, trials = translate.tune_decoding(None, data, given=translate.TranslateConfig())
     assert (chosen.beam_size, chosen.length_penalty) == (8, 1.0)
     assert asked == [(4, 0.3), (4, 0.6), (4, 1.0), (2, 1.0), (8, 1.0)]
+    # Each trial's sacreBLEU, as the run records it (`decoding_tuning`).
+    assert list(trials) == [f"beam {b}, length penalty {a}" for b, a in asked]
+    assert trials["beam 8, length penalty 1.0"] == 100.0
+    assert trials["beam 4, length penalty 1.0"] < 100.0
     assert "Chosen on the validation split: --beam-size 8 --length-penalty 1.0" in (
         capsys.readouterr().out
     )
     asked.clear()
     given = translate.TranslateConfig(beam_size=4)
-    chosen = translate.tune_decoding(None, data, given=given)
+    chosen, _ = translate.tune_decoding(None, data, given=given)
     assert (chosen.beam_size, chosen.length_penalty) == (4, 1.0)
     assert asked == [(4, 0.3), (4, 0.6), (4, 1.0)]
     asked.clear()
     best[2, 0.6] = 3
     data.config = dataclasses.replace(config, length_penalty=0.6)  # as the user gave it
     given = translate.TranslateConfig(length_penalty=0.6)
-    chosen = translate.tune_decoding(None, data, given)
+    chosen, _ = translate.tune_decoding(None, data, given)
     assert (chosen.beam_size, chosen.length_penalty) == (2, 0.6)
     assert asked == [(4, 0.6), (2, 0.6), (8, 0.6)]
     # Better, but by less than BEAM_SIZE_GAIN: the run's own beam size stays.
     monkeypatch.setattr(translate, "BEAM_SIZE_GAIN", 200.0)
-    chosen = translate.tune_decoding(None, data, given)
+    chosen, _ = translate.tune_decoding(None, data, given)
     assert (chosen.beam_size, chosen.length_penalty) == (4, 0.6)
