@@ -352,7 +352,9 @@ def main(argv=None):
 
     # Grouped-query, the sliding window, Llama, length extrapolation.
     results["modern_attention"] = modern_attention.run(
-        args.smoke, min(repeats, 3), Path(args.json).parent / "sliding_window.png"
+        args.smoke,
+        min(part_repeats, modern_attention.REPEATS),
+        plot=Path(args.json).parent / "sliding_window.png",
     )
 
     write_results(results, args.json)
