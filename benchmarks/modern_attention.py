@@ -217,7 +217,9 @@ PLOT = "benchmarks/sliding_window.png"
 
 
 def add_options(parser):
-    parser.add_argument("--plot", default=PLOT, help="where the window's figure goes")
+    parser.add_argument(
+        "--plot", help=f"where the window's figure goes ({PLOT}; none with --smoke)"
+    )
     parser.add_argument(
         "--parts",
         nargs="+",
@@ -231,8 +233,10 @@ def add_options(parser):
 def run(smoke, repeats, plot=None, parts=PARTS):
     """The rows of each part in `parts` (all four by default: `{"kv_cache",
     "generation", "window", "extrapolation"}`), each printed as a table as
-    it is measured; the window's figure drawn to `plot`."""
+    it is measured; the window's figure drawn to `plot` (by default, but
+    for a smoke run, `PLOT`)."""
     settings = SMOKE if smoke else FULL
+    plot = plot or (None if smoke else PLOT)
     results = {}
 
     def show(part, rows):
