@@ -219,7 +219,6 @@ def run(smoke, repeats, hf_python, work_dir):
     start = time.perf_counter()
     with torch_peer(Worker, hf_python, smoke) as (worker, versions):
         results["transformers"] = versions
-        print(f"transformers (torch): {versions}", flush=True)
         results["bert"] = race(smoke, repeats, worker, work_folder(work_dir, "bert", smoke))
     results["seconds"] = time.perf_counter() - start
     return results

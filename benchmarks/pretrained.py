@@ -602,15 +602,20 @@ def add_torch_options(parser, what, name):
 @contextlib.contextmanager
 def torch_peer(worker_class, hf_python, smoke):
     """`(worker, what it runs)`: the torch worker under `hf_python`, closed
-    afterwards; with `smoke` and no such Python, `(None, why not)`."""
+    afterwards; with `smoke` and no such Python, `(None, why not)`. Prints
+    the second."""
     if hf_python and Path(hf_python).is_file():
         worker = worker_class(hf_python)
         try:
-            yield worker, worker("versions")
+            versions = worker("versions")
+            print(f"transformers (torch): {versions}", flush=True)
+            yield worker, versions
         finally:
             worker.close()
     elif smoke:
-        yield None, f"skipped: no Python with torch (--hf-python {hf_python!r})"
+        why_not = f"skipped: no Python with torch (--hf-python {hf_python!r})"
+        print(f"transformers (torch): {why_not}", flush=True)
+        yield None, why_not
     else:
         raise SystemExit(
             f"error: --hf-python {hf_python!r}: making the checkpoints needs a Python with torch"
@@ -626,7 +631,6 @@ def run(smoke, repeats, parts, hf_python, work_dir):
     start = time.perf_counter()
     with torch_peer(TorchWorker, hf_python, smoke) as (worker, versions):
         results["transformers"] = versions
-        print(f"transformers (torch): {versions}", flush=True)
         work = work_folder(work_dir, "pretrained", smoke)
         for part in parts:
             results[part] = PARTS[part](smoke, repeats, worker, work)
