@@ -123,3 +123,23 @@ class LogitsBias(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
+
+
+def output_layers(vocabulary_size, tie_output_embeddings, output_bias, policy):
+    """The pre-softmax projection's own layers, `(projection, bias)`: a
+    `Dense` layer named "logits" and no bias, or, when tied to the token
+    embedding, no layer of its own and a `LogitsBias` if `output_bias`."""
+    if not tie_output_embeddings:
+        return keras.layers.Dense(vocabulary_size, dtype=policy, name="logits"), None
+    bias = LogitsBias(vocabulary_size, dtype=policy, name="logits_bias") if output_bias else None
+    return None, bias
+
+
+def project(x, embedding, projection, bias):
+    """Vectors `[B, T, D]` -> logits `[B, T, V]` through the layers of
+    `output_layers`: `projection`, or the tied `embedding` reversed plus
+    `bias`."""
+    if projection is not None:
+        return projection(x)
+    logits = embedding(x, reverse=True)
+    return logits if bias is None else bias(logits)

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers import Dropout
-from keras_attention.models.token_embedding import LogitsBias, TokenEmbedding
+from keras_attention.models.token_embedding import TokenEmbedding, output_layers, project
 from keras_attention.models.transformer_stacks import (
     StackOptions,
     TransformerDecoder,
@@ -152,15 +152,8 @@ class Transformer(ZooModel):
         self.target_dropout = Dropout(stack.dropout, dtype=policy, name="target_dropout")
         self.encoder = TransformerEncoder(name="encoder", **stack_kwargs)
         self.decoder = TransformerDecoder(name="decoder", **stack_kwargs)
-        self.output_projection = (
-            None
-            if tie_output_embeddings
-            else keras.layers.Dense(target_vocabulary_size, dtype=policy, name="logits")
-        )
-        self.logits_bias = (
-            LogitsBias(target_vocabulary_size, dtype=policy, name="logits_bias")
-            if output_bias and tie_output_embeddings
-            else None
+        self.output_projection, self.logits_bias = output_layers(
+            target_vocabulary_size, tie_output_embeddings, output_bias, policy
         )
 
         # === Functional model ===
@@ -216,10 +209,7 @@ class Transformer(ZooModel):
         return self._logits(outputs[0]), outputs[1]
 
     def _logits(self, x):
-        if self.output_projection is not None:
-            return self.output_projection(x)
-        logits = self.target_embedding(x, reverse=True)
-        return logits if self.logits_bias is None else self.logits_bias(logits)
+        return project(x, self.target_embedding, self.output_projection, self.logits_bias)
 
     def attention_scores(self, inputs):
         """Every layer's attention weights for a batch, for pictures.

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_attention.layers import Dropout
-from keras_attention.models.token_embedding import LogitsBias, TokenEmbedding
+from keras_attention.models.token_embedding import TokenEmbedding, output_layers, project
 from keras_attention.models.transformer_stacks import (
     StackOptions,
     TransformerDecoder,
@@ -148,15 +148,8 @@ class TransformerLM(ZooModel):
             dtype=policy,
             name="decoder",
         )
-        self.output_projection = (
-            None
-            if tie_output_embeddings
-            else keras.layers.Dense(vocabulary_size, dtype=policy, name="logits")
-        )
-        self.logits_bias = (
-            LogitsBias(vocabulary_size, dtype=policy, name="logits_bias")
-            if output_bias and tie_output_embeddings
-            else None
+        self.output_projection, self.logits_bias = output_layers(
+            vocabulary_size, tie_output_embeddings, output_bias, policy
         )
 
         # === Functional model ===
@@ -177,10 +170,7 @@ class TransformerLM(ZooModel):
         )
 
     def _project(self, x):
-        if self.output_projection is not None:
-            return self.output_projection(x)
-        logits = self.token_embedding(x, reverse=True)
-        return logits if self.logits_bias is None else self.logits_bias(logits)
+        return project(x, self.token_embedding, self.output_projection, self.logits_bias)
 
     def logits(self, token_ids, training=None, return_attention_scores=False):
         """Token ids `[B, T]` -> next-token logits `[B, T, V]` (and weights)."""
