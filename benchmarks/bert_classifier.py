@@ -38,6 +38,7 @@ from benchmarks.pretrained import (
     command,
     documentation_lines,
     load_export,
+    start_torch_worker,
     timed,
     torch_peer,
     work_folder,
@@ -67,14 +68,8 @@ COLUMNS = [
 
 
 def torch_worker():
-    """Answers each JSON request line on stdin with a JSON line on stdout."""
-    import torch
-    import transformers
-
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
-    transformers.logging.set_verbosity_error()
-    answers, sys.stdout = sys.stdout, sys.stderr  # anything printed goes to stderr
+    """The BERT side of the worker process (`start_torch_worker`)."""
+    torch, transformers, serve = start_torch_worker()
     loaded = {}
 
     def make_bert(folder, lines_file):
@@ -110,19 +105,7 @@ def torch_worker():
         probabilities = torch.softmax(loaded["model"](**inputs).logits, -1)
         return {"lengths": inputs["input_ids"].shape[1], "probabilities": probabilities.tolist()}
 
-    operations = {f.__name__: f for f in (make_bert, load, classify)}
-    operations["versions"] = lambda: {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
-    for line in sys.stdin:
-        request = json.loads(line)
-        try:
-            answer = {"result": operations[request["op"]](**request["arguments"])}
-        except Exception as error:  # noqa: BLE001  (the driver raises it)
-            answer = {"error": f"{type(error).__name__}: {error}"}
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
+    serve((make_bert, load, classify))
 
 
 class Worker(TorchWorker):

@@ -200,15 +200,40 @@ def join(pieces):
 # --- The torch side: runs under --hf-python, which has no TensorFlow -------------
 
 
-def torch_worker():
-    """Answers each JSON request line on stdin with a JSON line on stdout."""
+def start_torch_worker():
+    """Sets up the worker process (torch on one thread, anything printed sent
+    to stderr) and returns `(torch, transformers, serve)`: `serve(operations)`
+    answers each JSON request line on stdin, `{"op", "arguments"}`, with a
+    JSON line on stdout, `{"result"}` or `{"error"}`."""
     import torch
     import transformers
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     transformers.logging.set_verbosity_error()
-    answers, sys.stdout = sys.stdout, sys.stderr  # anything printed goes to stderr
+    answers, sys.stdout = sys.stdout, sys.stderr
+
+    def serve(operations):
+        operations = {f.__name__: f for f in operations}
+        operations["versions"] = lambda: {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        }
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                answer = {"result": operations[request["op"]](**request["arguments"])}
+            except Exception as error:  # noqa: BLE001  (the driver raises it)
+                answer = {"error": f"{type(error).__name__}: {error}"}
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
+
+    return torch, transformers, serve
+
+
+def torch_worker():
+    """The Llama and Marian side of the worker process."""
+    torch, transformers, serve = start_torch_worker()
     models = {}
 
     def make_llama(folder, new_tokens):
@@ -291,19 +316,7 @@ def torch_worker():
             texts += [join(tokenizer.convert_ids_to_tokens(row, True)) for row in output]
         return texts
 
-    operations = {f.__name__: f for f in (make_llama, make_marian, load, generate, translate)}
-    operations["versions"] = lambda: {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
-    for line in sys.stdin:
-        request = json.loads(line)
-        try:
-            answer = {"result": operations[request["op"]](**request["arguments"])}
-        except Exception as error:  # noqa: BLE001  (the driver raises it)
-            answer = {"error": f"{type(error).__name__}: {error}"}
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
+    serve((make_llama, make_marian, load, generate, translate))
 
 
 class TorchWorker:
