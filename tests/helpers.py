@@ -171,6 +171,35 @@ def run_layer_test(
     return layer
 
 
+def assert_masked_keys_change_nothing(layer, query, keys, extra_keys, mask_name, atol=1e-5):
+    """`layer(query, keys)` gives what it gave when `extra_keys` are appended
+    to `keys` and masked out by the call argument `mask_name`."""
+    alone = to_numpy(layer(query, keys))
+    padded = np.concatenate([keys, extra_keys], axis=1)
+    mask = np.repeat((np.arange(padded.shape[1]) < keys.shape[1])[None], len(keys), axis=0)
+    output = to_numpy(layer(query, padded, **{mask_name: mask}))
+    np.testing.assert_allclose(output, alone, atol=atol)
+
+
+def assert_weights_skip_masked_keys(weights, mask):
+    """Attention weights `[B, ..., Tk]` sum to 1 over the keys and are 0 on
+    the keys that `mask` `[B, Tk]` masks out."""
+    weights = to_numpy(weights)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    masked = ~mask.reshape(mask.shape[:1] + (1,) * (weights.ndim - 2) + mask.shape[1:])
+    assert np.all(weights[np.broadcast_to(masked, weights.shape)] == 0)
+
+
+def assert_implicit_mask_is_honoured(layer, query, key_width, mask_name):
+    """Keys with a Keras mask (an `Embedding`'s `mask_zero`) are masked as the
+    call argument `mask_name` masks them."""
+    ids = np.array([[3, 5, 0, 0, 0], [2, 9, 4, 6, 1]])
+    embedding = keras.layers.Embedding(10, key_width, mask_zero=True)
+    implicit = layer(query, embedding(ids))
+    explicit = layer(query, embedding(ids), **{mask_name: ids != 0})
+    np.testing.assert_allclose(to_numpy(implicit), to_numpy(explicit), atol=1e-6)
+
+
 def softmax(scores, axis=-1):
     scores = scores - scores.max(axis=axis, keepdims=True)
     e = np.exp(scores)
@@ -205,6 +234,17 @@ def numpy_layer_norm(x, gamma, beta, epsilon):
 
 def numpy_feed_forward(x, W1, b1, W2, b2):
     return np.maximum(0, x @ W1 + b1) @ W2 + b2
+
+
+def numpy_residual_sublayers(x, sublayers, norm_first):
+    """The paper's LayerNorm(x + Sublayer(x)) around each `(sublayer, norm)`
+    in turn, or x + Sublayer(LayerNorm(x)) when `norm_first`."""
+    for sublayer, norm in sublayers:
+        if norm_first:
+            x = x + sublayer(numpy_layer_norm(x, *norm_weights(norm)))
+        else:
+            x = numpy_layer_norm(x + sublayer(x), *norm_weights(norm))
+    return x
 
 
 # The paper's separate W^Q, W^K, W^V, W^O, read back out of our fused layers.

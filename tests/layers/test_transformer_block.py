@@ -3,10 +3,9 @@ import numpy as np
 import pytest
 from helpers import (
     feed_forward_weights,
-    norm_weights,
     numpy_attention,
     numpy_feed_forward,
-    numpy_layer_norm,
+    numpy_residual_sublayers,
     run_layer_test,
     self_attention_weights,
     to_numpy,
@@ -37,12 +36,7 @@ def numpy_encoder_block(block, x, mask):
         (lambda y: numpy_attention(y, y, weights, H, attention_mask), block.self_attention_norm),
         (lambda y: numpy_feed_forward(y, *feed_forward_weights(block)), block.feed_forward_norm),
     ]
-    for sublayer, norm in sublayers:
-        if block.norm_first:
-            x = x + sublayer(numpy_layer_norm(x, *norm_weights(norm)))
-        else:
-            x = numpy_layer_norm(x + sublayer(x), *norm_weights(norm))
-    return x
+    return numpy_residual_sublayers(x, sublayers, block.norm_first)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
