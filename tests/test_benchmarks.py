@@ -32,6 +32,22 @@ def smoke(tmp_path_factory):
     return json.loads(output.read_text()), result.stdout
 
 
+def run_benchmark(tmp_path, name, *flags, timeout=None):
+    """`python -m benchmarks NAME --smoke FLAGS --json tmp_path/NAME.json`,
+    in a process of its own, which must succeed: the results it wrote, and
+    what it printed."""
+    output = tmp_path / f"{name}.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks", name, "--smoke", *flags, "--json", str(output)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    return json.loads(output.read_text()), result.stdout
+
+
 # The benchmarks' smoke run (minutes): `pytest -m large`.
 @pytest.mark.large
 def test_every_training_contender_ran(smoke):
@@ -119,15 +135,7 @@ def test_the_modern_attention_section_ran(smoke):
 def test_the_byte_level_bpe_benchmark_runs_and_agrees_with_tokenizers(tmp_path):
     """`benchmarks.bpe_tokenizer --smoke`: both pre-tokenizers raced, every
     text's ids equal to `tokenizers`' (no torch needed)."""
-    output = tmp_path / "bpe.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "bpe_tokenizer", "--smoke", "--json", str(output)],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-5000:]
-    results = json.loads(output.read_text())
+    results, _ = run_benchmark(tmp_path, "bpe_tokenizer")
     assert results["commit"] and results["machine"]["cpu"]
     assert [row["pre_tokenizer"] for row in results["rows"]] == ["gpt2", "llama3"]
     for row in results["rows"]:
@@ -143,17 +151,10 @@ def test_the_pretrained_benchmark_runs_without_torch(tmp_path):
     other contenders give the same text (Llama) and mostly the same
     translations (Marian: the fixture's sentences end where they like, and
     our export's length penalty is not CTranslate2's)."""
-    output = tmp_path / "pretrained.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "pretrained", "--smoke", "--hf-python", ""]
-        + ["--work-dir", str(tmp_path / "work"), "--json", str(output)],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
+    results, stdout = run_benchmark(
+        tmp_path, "pretrained", "--hf-python", "", "--work-dir", str(tmp_path / "work")
     )
-    assert result.returncode == 0, result.stderr[-5000:]
-    assert "transformers (torch): skipped" in result.stdout
-    results = json.loads(output.read_text())
+    assert "transformers (torch): skipped" in stdout
     assert results["command"].startswith("python -m benchmarks.pretrained --smoke")
     assert results["commit"] and results["date"] and results["machine"]["cpu"]
     assert len(results["load_average_before"]) == len(results["load_average_after"]) == 3
@@ -165,7 +166,7 @@ def test_the_pretrained_benchmark_runs_without_torch(tmp_path):
     (row,) = results["marian"]["rows"]
     assert row["reference"] == "ctranslate2" and row["ours_export_xla_over_ctranslate2"] > 0
     assert 2 * row["ours_export_xla_same_as_reference"] > len(results["marian"]["sources"])
-    assert "the peer's time over ours" in result.stdout
+    assert "the peer's time over ours" in stdout
 
 
 # Converts and exports the tiny BERT fixture (under a minute): `pytest -m large`.
@@ -174,23 +175,16 @@ def test_the_bert_classifier_benchmark_runs_without_torch(tmp_path):
     """`benchmarks.bert_classifier --smoke` with no Python that has torch:
     the transformers column is skipped with a line that says so, and our
     export is timed at each batch size."""
-    output = tmp_path / "bert.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "bert_classifier", "--smoke", "--hf-python", ""]
-        + ["--work-dir", str(tmp_path / "work"), "--json", str(output)],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
+    results, stdout = run_benchmark(
+        tmp_path, "bert_classifier", "--hf-python", "", "--work-dir", str(tmp_path / "work")
     )
-    assert result.returncode == 0, result.stderr[-5000:]
-    assert "transformers (torch): skipped" in result.stdout
-    results = json.loads(output.read_text())
+    assert "transformers (torch): skipped" in stdout
     assert results["command"].startswith("python -m benchmarks.bert_classifier --smoke")
     assert results["commit"] and results["date"] and results["machine"]["cpu"]
     rows = results["bert"]["rows"]
     assert [row["batch_size"] for row in rows] == [1, 4]
     assert all(row["ours_texts_per_s"] > 0 and "ours_over_transformers" not in row for row in rows)
-    assert "transformers' time over our export's" in result.stdout
+    assert "transformers' time over our export's" in stdout
 
 
 PEAK_OF_64_MIB = """
@@ -305,15 +299,7 @@ def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
     """`benchmarks.onednn --smoke`: the encoder race once with oneDNN off,
     once on, each process's TensorFlow loaded with its setting (the rows
     say which), and the ratios summed up for each."""
-    output = tmp_path / "onednn.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "onednn", "--smoke", "--json", str(output)],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-5000:]
-    results = json.loads(output.read_text())
+    results, stdout = run_benchmark(tmp_path, "onednn")
     settings = [row["TF_ENABLE_ONEDNN_OPTS"] for row in results["rows"]]
     assert sorted(set(settings)) == ["0", "1"]
     for setting in ("0", "1"):
@@ -327,7 +313,7 @@ def test_the_onednn_race_runs_each_setting_in_its_own_process(tmp_path):
     summary = {(row["TF_ENABLE_ONEDNN_OPTS"], row["xla"]) for row in results["summary"]}
     assert summary == {("0", True), ("0", False), ("1", True), ("1", False)}
     assert all(row["ours_over_keras_hub"] > 0 for row in results["summary"])
-    assert results["machine"]["cpu"] and "ours over KerasHub's" in result.stdout
+    assert results["machine"]["cpu"] and "ours over KerasHub's" in stdout
     assert_provenance(results, "python -m benchmarks.onednn --smoke")
 
 
@@ -446,15 +432,8 @@ def test_the_unused_options_benchmark_races_the_baselines_export(tmp_path):
     before `translate_batch` (installed apart from this repository's
     history) and by today's, both answering alike (checked by the
     benchmark), every signature and batch size timed."""
+    results, _ = run_benchmark(tmp_path, "unused_options")
     output = tmp_path / "unused_options.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "unused_options", "--smoke", "--json", str(output)],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr[-5000:]
-    results = json.loads(output.read_text())
     assert results["command"] == f"python -m benchmarks.unused_options --smoke --json {output}"
     assert results["commit"] and results["baseline"]
     rows = [(row["signature"], row["batch_size"]) for row in results["rows"]]
@@ -487,17 +466,7 @@ def test_the_main_job_benchmark_runs_the_recipe_and_keeps_what_it_wrote(tmp_path
     """`benchmarks.main_job --smoke`: the README's main job, a few examples,
     in a process of its own; the results are its evaluation.json and the
     command's wall time, with how, when and where they were measured."""
-    output = tmp_path / "main_job.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "main_job", "--smoke", "--presets", "dates"]
-        + ["--json", str(output)],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr[-5000:]
-    results = json.loads(output.read_text())
+    results, _ = run_benchmark(tmp_path, "main_job", "--presets", "dates", timeout=900)
     assert_provenance(results, "python -m benchmarks.main_job --smoke")
     (row,) = results["rows"]
     assert row["preset"] == "dates" and row["test_examples"] == 50
