@@ -91,6 +91,16 @@ def per_row(*values):
     return np.array(values, dtype=np.int32)
 
 
+def assert_row_answers_as_alone(together, row, alone):
+    """Row `row` of a batch's `(sequences [B, N, T], scores [B, N])` is the
+    one-row answer `alone`: its sequences, zeros past their width, and its
+    scores."""
+    width = np.asarray(alone[0]).shape[2]
+    np.testing.assert_array_equal(np.asarray(together[0])[row, :, :width], alone[0][0])
+    assert not np.asarray(together[0])[row, :, width:].any()
+    np.testing.assert_allclose(np.asarray(together[1])[row], alone[1][0], rtol=1e-5)
+
+
 # Per-request options, row by row: (beam size, maximum length) of each of TEXTS.
 MIXED_OPTIONS = [(1, 4), (3, 10), (2, 2), (3, 4)]
 

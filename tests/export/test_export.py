@@ -31,6 +31,17 @@ def answers(served, path):
     return served[1][str(path)]["answers"]
 
 
+def one_export_of_each_kind(exports):
+    """A Transformer's and an RNN's translations, a classifier's and a
+    language model's exports."""
+    return (
+        exports.translator_v1,
+        exports.rnn_path,
+        exports.classifier_path,
+        exports.language_model_path,
+    )
+
+
 def test_the_fresh_process_never_imports_this_package(served):
     modules = served[1]["modules"]
     assert "tensorflow_text" in modules
@@ -118,12 +129,7 @@ def test_signatures_inputs_and_outputs(exports, served):
 def test_every_signature_is_batch_major(exports, served):
     """TF Serving's batching concatenates every input along dimension 0: each
     input and output has rank >= 1 and an unknown first dimension."""
-    for path in (
-        exports.translator_v1,
-        exports.rnn_path,
-        exports.classifier_path,
-        exports.language_model_path,
-    ):
+    for path in one_export_of_each_kind(exports):
         shapes = served[1][str(path)]["shapes"]
         assert shapes, path
         for (signature, kind, name), shape in shapes.items():
@@ -133,12 +139,7 @@ def test_every_signature_is_batch_major(exports, served):
 def test_requests_from_8_threads_at_once_get_the_answers_they_get_alone(exports, served):
     """TF Serving runs many requests at once on one loaded model (one TF1
     session): each answer equals the one computed alone, every signature."""
-    for path in (
-        exports.translator_v1,
-        exports.rnn_path,
-        exports.classifier_path,
-        exports.language_model_path,
-    ):
+    for path in one_export_of_each_kind(exports):
         alone = served[1][str(path)]["answers"]
         concurrent = served[1][str(path)]["concurrent_answers"]
         assert len(concurrent) == len(alone)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from convert_helpers import FIXTURES, WORDS
+from export_helpers import assert_row_answers_as_alone
 
 from keras_attention import decoding
 from keras_attention.convert import from_huggingface
@@ -274,10 +275,7 @@ def test_a_row_generates_as_it_does_alone(both):
             ),
             include_prompt_in_result=bool(included[row]),
         )
-        width = np.asarray(alone[0]).shape[2]
-        np.testing.assert_array_equal(np.asarray(together[0])[row, :, :width], alone[0][0])
-        assert not np.asarray(together[0])[row, :, width:].any()
-        np.testing.assert_allclose(np.asarray(together[1])[row], alone[1][0], rtol=1e-5)
+        assert_row_answers_as_alone(together, row, alone)
 
 
 @pytest.mark.parametrize(

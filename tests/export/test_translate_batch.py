@@ -7,7 +7,7 @@ import ctranslate2
 import numpy as np
 import pytest
 import tensorflow as tf
-from export_helpers import MAX_LENGTH, reversal_pairs
+from export_helpers import MAX_LENGTH, assert_row_answers_as_alone, reversal_pairs
 
 from keras_attention import decoding
 from keras_attention.export.ctranslate2_model import export_ctranslate2
@@ -164,10 +164,7 @@ def test_a_row_answers_as_it_does_alone(both):
                 **{name: value[row : row + 1] for name, value in per_row.items()},
             ),
         )
-        width = np.asarray(alone[0]).shape[2]
-        np.testing.assert_array_equal(np.asarray(together[0])[row, :, :width], alone[0][0])
-        assert not np.asarray(together[0])[row, :, width:].any()
-        np.testing.assert_allclose(np.asarray(together[1])[row], alone[1][0], rtol=1e-5)
+        assert_row_answers_as_alone(together, row, alone)
 
 
 @pytest.mark.parametrize(
