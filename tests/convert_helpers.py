@@ -50,6 +50,20 @@ def reference(name):
     )
 
 
+def check_logits(model, name, order, prompts, input_ids_too=False):
+    """Our logits for fixture `name`'s reference prompts, our ids
+    `prompts(texts)`, read in the checkpoint's id order (`order[their id]` is
+    ours), equal Hugging Face's; with `input_ids_too`, so do the ids."""
+    expected, arrays = reference(name)
+    for case in expected["logits"]:
+        ids = prompts([expected["texts"][case["text_index"]]])
+        if input_ids_too:
+            assert [order[i] for i in case["input_ids"]] == list(ids[0])
+        logits = np.asarray(model(ids))[0]
+        np.testing.assert_allclose(logits[:, order], arrays[case["logits"]], atol=1e-4)
+    assert len(expected["logits"]) >= 2
+
+
 def as_pieces(tokenizer, ids):
     """Our ids, up to the end id, as the vocabulary's pieces."""
     pieces = []

@@ -6,6 +6,7 @@ its greedy and beam answers."""
 
 import json
 import shutil
+from functools import partial
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import tensorflow as tf
 from convert_helpers import (
     FIXTURES,
     check_beam_answer,
+    check_logits,
     log_probability,
     reference,
     write_safetensors,
@@ -93,15 +95,10 @@ def test_pre_tokens_equal_tokenizers_on_runs_of_white_space(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_logits_equal_hugging_faces(converted, name):
-    expected, arrays = reference(name)
     run = converted(name)
-    order = ours_of(name, run.tokenizers["text"])
-    for case in expected["logits"]:
-        ids = prompts(run.tokenizers["text"], [expected["texts"][case["text_index"]]])
-        assert [order[i] for i in case["input_ids"]] == list(ids[0])
-        logits = np.asarray(run.model(ids))[0]
-        np.testing.assert_allclose(logits[:, order], arrays[case["logits"]], atol=1e-4)
-    assert len(expected["logits"]) >= 2
+    tokenizer = run.tokenizers["text"]
+    order = ours_of(name, tokenizer)
+    check_logits(run.model, name, order, partial(prompts, tokenizer), input_ids_too=True)
 
 
 @pytest.mark.parametrize("name", NAMES)

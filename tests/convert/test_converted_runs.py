@@ -107,19 +107,25 @@ def generate_completions(name, tokenizer, cut=0, longest=None):
     return texts, completions, new_tokens
 
 
-@pytest.mark.parametrize("name", ["llama", "mistral"])
-def test_a_language_models_export_completes_as_generate_does(name, tmp_path):
-    run = convert(FIXTURES / name, tmp_path / name)
-    tokenizer = load_run_tokenizer(RunFiles(run), {"tokenizer": "mapped_subword"}, "text")
-    texts, completions, new_tokens = generate_completions(name, tokenizer)
+def greedy_completions(run, name, texts, new_tokens, folder):
+    """The run's export, reloaded in a fresh process: its greedy completions
+    of `texts`, `new_tokens` long at most (`complete_with_options`)."""
     export = run / "serving" / name / "1"
     request = {
         "prompt": np.array([t.encode() for t in texts], dtype=object),
         "beam_size": np.ones(len(texts), "int32"),
         "max_decoding_length": np.full(len(texts), new_tokens, "int32"),
     }
-    answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
-    assert list(answers[export]["answers"][0]["completion"]) == completions
+    answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, folder)
+    return list(answers[export]["answers"][0]["completion"])
+
+
+@pytest.mark.parametrize("name", ["llama", "mistral"])
+def test_a_language_models_export_completes_as_generate_does(name, tmp_path):
+    run = convert(FIXTURES / name, tmp_path / name)
+    tokenizer = load_run_tokenizer(RunFiles(run), {"tokenizer": "mapped_subword"}, "text")
+    texts, completions, new_tokens = generate_completions(name, tokenizer)
+    assert greedy_completions(run, name, texts, new_tokens, tmp_path) == completions
 
 
 def test_a_language_models_xla_export_completes_as_generate_does(converted, tmp_path):
@@ -162,13 +168,6 @@ def test_a_byte_level_bpe_models_export_completes_as_generate_does(name, tmp_pat
     assert json.loads(RunFiles(run).config.read_text())["tokenizer"] == "byte_level_bpe"
     texts = expected["texts"]
     new_tokens = expected["greedy_kwargs"]["max_new_tokens"]
-    export = run / "serving" / name / "1"
-    request = {
-        "prompt": np.array([t.encode() for t in texts], dtype=object),
-        "beam_size": np.ones(len(texts), "int32"),
-        "max_decoding_length": np.full(len(texts), new_tokens, "int32"),
-    }
-    answers = ask_a_fresh_process({export: [("complete_with_options", request)]}, tmp_path)
     completions = [row["completion"].encode() for row in expected["greedy"]]
-    assert list(answers[export]["answers"][0]["completion"]) == completions
+    assert greedy_completions(run, name, texts, new_tokens, tmp_path) == completions
     assert len(set(completions)) > 5
