@@ -27,7 +27,6 @@ transformers with a printed line.
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.pretrained import (
@@ -38,10 +37,9 @@ from benchmarks.pretrained import (
     command,
     documentation_lines,
     load_export,
+    run_beside_torch,
     start_torch_worker,
     timed,
-    torch_peer,
-    work_folder,
 )
 
 BERT = dict(
@@ -198,13 +196,7 @@ def add_options(parser):
 
 
 def run(smoke, repeats, hf_python, work_dir):
-    results = {}
-    start = time.perf_counter()
-    with torch_peer(Worker, hf_python, smoke) as (worker, versions):
-        results["transformers"] = versions
-        results["bert"] = race(smoke, repeats, worker, work_folder(work_dir, "bert", smoke))
-    results["seconds"] = time.perf_counter() - start
-    return results
+    return run_beside_torch(Worker, "bert", {"bert": race}, smoke, repeats, hf_python, work_dir)
 
 
 if __name__ == "__main__":

@@ -639,16 +639,25 @@ def work_folder(work_dir, name, smoke):
     return Path(work_dir or f"/tmp/keras_attention_{name}{'_smoke' if smoke else ''}")
 
 
-def run(smoke, repeats, parts, hf_python, work_dir):
+def run_beside_torch(worker_class, name, parts, smoke, repeats, hf_python, work_dir):
+    """Runs each of `parts` ({part: race(smoke, repeats, worker, work)})
+    beside a `worker_class` worker (`torch_peer`), in the work folder
+    `name`; returns what each part found, the torch versions and the
+    seconds it all took."""
     results = {}
     start = time.perf_counter()
-    with torch_peer(TorchWorker, hf_python, smoke) as (worker, versions):
+    with torch_peer(worker_class, hf_python, smoke) as (worker, versions):
         results["transformers"] = versions
-        work = work_folder(work_dir, "pretrained", smoke)
-        for part in parts:
-            results[part] = PARTS[part](smoke, repeats, worker, work)
+        work = work_folder(work_dir, name, smoke)
+        for part, race in parts.items():
+            results[part] = race(smoke, repeats, worker, work)
     results["seconds"] = time.perf_counter() - start
     return results
+
+
+def run(smoke, repeats, parts, hf_python, work_dir):
+    parts = {part: PARTS[part] for part in parts}
+    return run_beside_torch(TorchWorker, "pretrained", parts, smoke, repeats, hf_python, work_dir)
 
 
 if __name__ == "__main__":
