@@ -36,6 +36,7 @@ turn.
 """
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -97,18 +98,25 @@ EXPORTS = {
 
 def our_exports(run_dir, folder):
     """`{name: export folder}` for each of `EXPORTS`, written as
-    `python -m keras_attention.export RUN` writes them."""
+    `python -m keras_attention.export RUN` writes them (or as an earlier
+    part wrote them in `folder`: an export's version folder appears whole)."""
     from keras_attention.export.__main__ import export_run
     from keras_attention.run_files import RunFiles
 
-    model = RunFiles(run_dir).model
-    return {
-        name: export_run(model, Path(run_dir), folder, name, **settings)
-        for name, settings in EXPORTS.items()
-    }
+    model, exports = RunFiles(run_dir).model, {}
+    for name, settings in EXPORTS.items():
+        written = Path(folder) / name / "1"
+        if not (written / "saved_model.pb").is_file():
+            written = export_run(model, Path(run_dir), folder, name, **settings)
+        exports[name] = written
+    return exports
 
 
 def ctranslate2_model(run_dir, folder, quantization):
+    """The run as a CTranslate2 model in `folder` (kept from an earlier part:
+    the command writes `model.bin` last)."""
+    if (Path(folder) / "model.bin").is_file():
+        return folder
     flags = ["--format", "ctranslate2", "--export-dir", str(folder)]
     flags += ["--quantization", quantization] if quantization else []
     subprocess.run(
@@ -309,11 +317,13 @@ def run(
     batch_sizes=BATCH_SIZES,
     threads=1,
     bleu_sentences=0,
+    contenders_dir=None,
 ):
     """The throughput rows, the latency rows, the token batching's
     figures and the BLEU rows (over `bleu_sentences` of the test split,
-    None: all of it), on the run's model."""
-    with tempfile.TemporaryDirectory() as folder:
+    None: all of it), on the run's model (its contenders in
+    `contenders_dir`, or in a temporary folder)."""
+    with contenders_folder(contenders_dir, run_dir) as folder:
         contenders, exports = all_contenders(run_dir, folder, threads)
         rows = throughput(contenders, sentences, repeats, beam_sizes, batch_sizes)
         served = {"ours_xla_served": served_translate_batch(exports["ours_xla"], threads)}
@@ -335,6 +345,23 @@ def opus_mt_throughput(run_dir, sentences, repeats, threads):
         }
         contenders, _ = all_contenders(opus_run, folder, threads, **options)
         return throughput(contenders, sentences, repeats, BEAM_SIZES, BATCH_SIZES)
+
+
+def contenders_folder(contenders_dir, run_dir):
+    """A context giving the folder of the contenders' files: `contenders_dir`
+    (kept, so that the next part finds them; it records `run_dir`, and
+    refuses another run's), or a temporary one."""
+    if contenders_dir is None:
+        return tempfile.TemporaryDirectory()
+    marker, run = Path(contenders_dir) / "run_dir.txt", str(Path(run_dir).resolve())
+    if marker.is_file() and marker.read_text() != run:
+        raise SystemExit(
+            f"error: --contenders-dir {contenders_dir} holds the contenders of "
+            f"{marker.read_text()}, not of {run}"
+        )
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(run)
+    return contextlib.nullcontext(contenders_dir)
 
 
 def all_contenders(run_dir, folder, threads, **options):
@@ -439,10 +466,11 @@ def measure_part(part, run_dir, args):
             beam_sizes=args.beam_sizes,
             batch_sizes=args.batch_sizes,
             threads=args.threads,
+            contenders_dir=args.contenders_dir,
         )
         return {"rows": rows, "latency": latency_rows, "token_batching": batching}
     if part == "bleu":
-        with tempfile.TemporaryDirectory() as folder:
+        with contenders_folder(args.contenders_dir, run_dir) as folder:
             contenders, _ = all_contenders(run_dir, folder, args.threads)
             return {"bleu": bleu(contenders, run_dir, args.bleu_sentences)}
     opus_sentences = sentences[: args.opus_mt_sentences]
@@ -522,6 +550,13 @@ def main(argv=None):
         default=None,
         help="test sentences for BLEU (default: the whole test split)",
     )
+    parser.add_argument(
+        "--contenders-dir",
+        default=None,
+        help="where the speed and bleu parts write our exports and CTranslate2's models of "
+        "RUN_DIR, or find them written by the part before (default: a temporary folder; "
+        "several parts in their processes share one)",
+    )
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     measure.use_threads(args.threads)
@@ -558,6 +593,7 @@ def main(argv=None):
                 *("--batch-sizes", *map(str, args.batch_sizes)),
                 *("--opus-mt-sentences", str(args.opus_mt_sentences)),
                 *(["--bleu-sentences", str(args.bleu_sentences)] if args.bleu_sentences else []),
+                *("--contenders-dir", args.contenders_dir or str(Path(folder) / "contenders")),
             ]
             for part in parts:
                 output = Path(folder) / f"{part}.json"

@@ -28,6 +28,25 @@ def tiny_flags(data_dir, output_dir, *extra, test_examples=24):
     ]
 
 
+def run_on_mock_data(main, preset, tmp_path, max_input_length, *extra, num_examples=40):
+    """Runs a recipe's `main` with a TFDS preset on TFDS's mock data (the
+    real data set is a download): `num_examples` generated examples a
+    split, 1 epoch of batches of 8, a 40-piece vocabulary, 8 test
+    examples. Returns the run's folder."""
+    import tensorflow_datasets as tfds
+
+    output_dir = tmp_path / "run"
+    flags = [
+        *("--preset", preset, "--data-dir", str(tmp_path / "tfds")),
+        *("--output-dir", str(output_dir), "--vocabulary-size", "40", "--epochs", "1"),
+        *("--batch-size", "8", "--max-input-length", str(max_input_length)),
+        *("--test-examples", "8", *extra),
+    ]
+    with tfds.testing.mock_data(num_examples=num_examples, policy=tfds.testing.MockPolicy.USE_CODE):
+        main(flags)
+    return output_dir
+
+
 def free_ports(count):
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:

@@ -5,8 +5,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_datasets as tfds
-from recipe_helpers import check_language_model_export
+from recipe_helpers import check_language_model_export, run_on_mock_data
 
 import keras_attention  # noqa: F401  (registers the models for loading)
 from keras_attention.recipes import language_model
@@ -50,28 +49,7 @@ def test_a_tiny_run_writes_everything(tmp_path, capsys):
 
 @pytest.mark.large  # a whole recipe run (see docs/testing.md)
 def test_imdb_preset_on_mock_data(tmp_path):
-    output_dir = tmp_path / "run"
-    with tfds.testing.mock_data(num_examples=40, policy=tfds.testing.MockPolicy.USE_CODE):
-        language_model.main(
-            [
-                "--preset",
-                "imdb",
-                "--data-dir",
-                str(tmp_path / "tfds"),
-                "--output-dir",
-                str(output_dir),
-                "--vocabulary-size",
-                "40",
-                "--epochs",
-                "1",
-                "--batch-size",
-                "8",
-                "--max-input-length",
-                "32",
-                "--test-examples",
-                "8",
-            ]
-        )
+    output_dir = run_on_mock_data(language_model.main, "imdb", tmp_path, 32)
     assert (output_dir / "text_vocabulary.model").is_file()
     assert json.loads((output_dir / "evaluation.json").read_text())["perplexity"] > 1.0
 

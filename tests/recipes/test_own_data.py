@@ -105,12 +105,12 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     """`benchmarks/serving_speed.py` on a run with SentencePiece on both
     sides, as its command runs it (each part in a process of its own: the
     XLA programs it compiles stay out of this worker): our plain and XLA
-    exports' `translate_batch` and CTranslate2's in float32 and int8, each
-    its SentencePiece, all timed; one sentence's latency, and the XLA
-    export's as TF Serving runs it; a Translator's batches of tokens and of
-    sentences; BLEU of each on the test split's first sentences (nothing
-    about speed is asserted); and the run of OPUS-MT's sizes the benchmark
-    races too."""
+    exports' `translate_batch` and CTranslate2's in float32 and int8 (made
+    once, for both parts), each its SentencePiece, all timed; one
+    sentence's latency, and the XLA export's as TF Serving runs it; a
+    Translator's batches of tokens and of sentences; BLEU of each on the
+    test split's first sentences (nothing about speed is asserted); and the
+    run of OPUS-MT's sizes the benchmark races too."""
     from benchmarks import serving_speed
     from keras_attention.export.__main__ import load_run
     from keras_attention.run_files import RunFiles
@@ -123,8 +123,9 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     sizes = ["--sentences", "4", "--repeats", "1", "--bleu-sentences", "4"]
     parts = ["--part", "speed", "--part", "bleu"]
     searches = ["--beam-sizes", "4", "--batch-sizes", "2"]
+    shared = ["--contenders-dir", str(tmp_path / "contenders")]
     subprocess.run(
-        [*command, *sizes, *parts, *searches, "--json", str(figures)],
+        [*command, *sizes, *parts, *searches, *shared, "--json", str(figures)],
         cwd=Path(__file__).resolve().parents[2],
         check=True,
         timeout=900,
@@ -151,6 +152,11 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     bleu_rows = results["bleu"]
     assert [r["contender"] for r in bleu_rows] == list(contenders)
     assert all(r["sentences"] == 4 and 0 <= r["sacrebleu"] <= 100 for r in bleu_rows)
+    # The bleu part's process found the speed part's exports: none made twice.
+    for name in serving_speed.EXPORTS:
+        assert [p.name for p in (tmp_path / "contenders" / name).iterdir()] == ["1"]
+    with pytest.raises(SystemExit, match="holds the contenders of .*, not of"):
+        serving_speed.contenders_folder(tmp_path / "contenders", tmp_path)
 
     opus_run = serving_speed.opus_mt_sized_run(output_dir, tmp_path / "opus_mt")
     model, config, _, tokenizer = load_run(RunFiles(opus_run).model, opus_run)

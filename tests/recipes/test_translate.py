@@ -4,7 +4,7 @@ import sys
 
 import pytest
 import recipe_helpers
-from recipe_helpers import check_a_tiny_translate_run
+from recipe_helpers import check_a_tiny_translate_run, run_on_mock_data
 
 from keras_attention.data.tokenizers import SubwordTokenizer
 from keras_attention.recipes import translate
@@ -65,31 +65,10 @@ def test_bad_flags_from_the_shell_give_a_message_not_a_traceback(tmp_path):
 def test_ted_preset_with_subwords_on_mock_data(tmp_path, capsys):
     """The TED pt->en preset, subword tokenisers and sacreBLEU, on TFDS's mock
     data (the real data set is a download)."""
-    import tensorflow_datasets as tfds
-
-    output_dir = tmp_path / "run"
-    flags = [
-        "--preset",
-        "ted_pt_en",
-        "--data-dir",
-        str(tmp_path / "tfds"),
-        "--output-dir",
-        str(output_dir),
-        "--vocabulary-size",
-        "40",
-        "--epochs",
-        "1",
-        "--batch-size",
-        "8",
-        "--max-input-length",
-        "24",
-        "--test-examples",
-        "8",
-        "--model-overrides",
-        '{"num_layers": 1}',
-    ]
-    with tfds.testing.mock_data(num_examples=32, policy=tfds.testing.MockPolicy.USE_CODE):
-        translate.main(flags)
+    overrides = ("--model-overrides", '{"num_layers": 1}')
+    output_dir = run_on_mock_data(
+        translate.main, "ted_pt_en", tmp_path, 24, *overrides, num_examples=32
+    )
     results = json.loads((output_dir / "evaluation.json").read_text())
     assert 0.0 <= results["sacrebleu"] <= 100.0
     assert results["sacrebleu_signature"].startswith("nrefs:1")
