@@ -154,7 +154,7 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     assert all(r["sentences"] == 4 and 0 <= r["sacrebleu"] <= 100 for r in bleu_rows)
     # The bleu part's process found the speed part's exports: none made twice.
     for name in serving_speed.EXPORTS:
-        assert [p.name for p in (tmp_path / "contenders" / name).iterdir()] == ["1"]
+        assert [p.name for p in (tmp_path / "contenders" / "serving" / name).iterdir()] == ["1"]
     with pytest.raises(SystemExit, match="holds the contenders of .*, not of"):
         serving_speed.contenders_folder(tmp_path / "contenders", tmp_path)
 
