@@ -113,8 +113,8 @@ def our_exports(run_dir, folder):
 
 
 def ctranslate2_model(run_dir, folder, quantization):
-    """The run as a CTranslate2 model in `folder` (kept from an earlier part:
-    the command writes `model.bin` last)."""
+    """The run as a CTranslate2 model in `folder` (or the one an earlier part
+    wrote there: the command writes the folder whole or not at all)."""
     if (Path(folder) / "model.bin").is_file():
         return folder
     flags = ["--format", "ctranslate2", "--export-dir", str(folder)]
