@@ -135,10 +135,16 @@ class RowCounting:
         return self.model.decoding_start(*args, **kwargs)
 
     def decoding_step(self, token_ids, index, state):
-        size = token_ids.shape[0] // self.group
+        if token_ids.shape[0] is None:  # a TensorFlow graph of any batch size
+            tf.py_function(self.count, [tf.shape(token_ids)[0]], [])  # (as it runs)
+        else:
+            self.count(token_ids.shape[0])
+        return self.model.decoding_step(token_ids, index, state)
+
+    def count(self, rows):
+        size = int(rows) // self.group
         if size not in self.batch_sizes:
             self.batch_sizes.append(size)
-        return self.model.decoding_step(token_ids, index, state)
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
@@ -146,8 +152,10 @@ def test_finished_rows_leave_the_batch_and_each_row_decodes_as_alone(method):
     """17 rows with limits 1 ... 17 finish at different steps: the loop runs
     on all 17 until at most a quarter are left, then on 5 (17 / 4, rounded
     up), then on 2 (17 / 16). Each row's tokens are those it gets alone,
-    per-row options (temperatures, seeds) included; and beam search on
-    TensorFlow gives the same in an XLA graph taking any batch size, as the
+    per-row options (temperatures, seeds) included. On TensorFlow the same
+    in a graph taking any batch size, as an export runs it: there one loop
+    keeps only the unfinished rows whenever they are at most a quarter of
+    its batch; and beam search the same in such a graph under XLA, as the
     compiled export runs it."""
     model = make_model("transformer")
     rng = np.random.default_rng(0)
@@ -167,9 +175,17 @@ def test_finished_rows_leave_the_batch_and_each_row_decodes_as_alone(method):
     options = [ops.convert_to_tensor(x) for x in (limits, temperatures, seeds)]
     eager = to_numpy(run(counting, source, *options))
     assert counting.batch_sizes == [17, 5, 2]
+    spec = [tf.TensorSpec([None, 4], tf.int32), tf.TensorSpec([None], tf.int32)]
+    spec += [tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32)]
+    if keras.backend.backend() == "tensorflow":
+        counting = RowCounting(model, group=counting.group)
+        graph = compiled(lambda *args: run(counting, *args), input_signature=spec)
+        np.testing.assert_array_equal(to_numpy(graph(source, *options)), eager)
+        sizes = counting.batch_sizes
+        assert sizes[0] == 17 and len(sizes) >= 3, sizes
+        shrinks = zip(sizes[:-1], sizes[1:], strict=True)
+        assert all(4 * smaller <= size for size, smaller in shrinks), sizes
     if keras.backend.backend() == "tensorflow" and method == "beam":
-        spec = [tf.TensorSpec([None, 4], tf.int32), tf.TensorSpec([None], tf.int32)]
-        spec += [tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32)]
         batch = to_numpy(
             compiled(lambda *args: run(model, *args), input_signature=spec, jit_compile=True)(
                 source, limits, temperatures, seeds

@@ -14,6 +14,7 @@ from keras_attention.utils import (
     check_positive_int,
     renamed_argument,
     slice_update,
+    tensorflow_kernels_are_faster,
 )
 
 # Rows of a batch finish at different steps (in batches of 32 test sentences
@@ -21,7 +22,8 @@ from keras_attention.utils import (
 # its sentences needed alone). The loop drops finished rows from the batch:
 # it runs on the whole batch until at most a quarter of the rows are
 # unfinished, then on a quarter of the batch, then on a sixteenth. Each size
-# is a loop of its own (static shapes, as XLA needs). Halving (2, 4, 8, 16)
+# is a loop of its own (static shapes, as XLA needs; in a plain TensorFlow
+# graph of any batch size, one loop shrinks instead). Halving (2, 4, 8, 16)
 # was 11% faster at beam 4, batch 32, but took longer to compile, and XLA's
 # CPU compiler crashed on it in the JAX test run (`benchmarks/README.md`).
 SHRINK_FACTORS = (4, 16)
@@ -53,6 +55,21 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
     def remaining(index, rows):
         return ops.sum(ops.cast(~done(index, rows), "int32"))
 
+    def write(final, index, rows, row_ids, is_copy=None):
+        slots = row_ids if is_copy is None else ops.where(is_copy, batch_size, row_ids)
+        rows = rows | {"cut": ~done(index, rows)}
+        return {key: ops.scatter_update(final[key], slots[:, None], rows[key]) for key in rows}
+
+    # Each row's final values, plus one row where the copies are written.
+    final = rows | {"cut": ops.zeros((batch_size,), "bool")}
+    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in final.items()}
+    row_ids = ops.arange(batch_size, dtype="int32")
+    if _batch_size_may_change_in_a_loop(batch_size):
+        final = _one_shrinking_loop(
+            done, step, remaining, write, (rows, hypotheses, row_ids, final), last_index, group
+        )
+        return {key: x[:-1] for key, x in final.items()}
+
     def run_until(next_size, index, rows, hypotheses, row_ids):
         """Steps while more than `next_size` rows are unfinished."""
 
@@ -80,15 +97,7 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
             ops.arange(size) >= remaining(index, rows),
         )
 
-    def write(final, index, rows, row_ids, is_copy):
-        slots = ops.where(is_copy, batch_size, row_ids)[:, None]
-        rows = rows | {"cut": ~done(index, rows)}
-        return {key: ops.scatter_update(final[key], slots, rows[key]) for key in rows}
-
-    # Each row's final values, plus one row where the copies are written.
-    final = rows | {"cut": ops.zeros((batch_size,), "bool")}
-    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in final.items()}
-    index, row_ids = 0, ops.arange(batch_size, dtype="int32")
+    index = 0
     is_copy = ops.zeros((batch_size,), "bool")
     for next_size in _shrunk_sizes(batch_size):
         index, rows, hypotheses = run_until(next_size, index, rows, hypotheses, row_ids)
@@ -99,6 +108,48 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
     index, rows, hypotheses = run_until(0, index, rows, hypotheses, row_ids)
     final = write(final, index, rows, row_ids, is_copy)
     return {key: x[:-1] for key, x in final.items()}
+
+
+def _batch_size_may_change_in_a_loop(batch_size):
+    """Whether the loop's rows may be a tensor whose batch size changes from
+    step to step: in a TensorFlow graph that XLA does not compile, where the
+    batch size is not known while tracing (an export's signatures)."""
+    return not isinstance(batch_size, int) and tensorflow_kernels_are_faster()
+
+
+def _one_shrinking_loop(done, step, remaining, write, loop_values, last_index, group):
+    """`_loop_while_rows_remain` as one loop whose batch shrinks as it runs:
+    whenever at most a quarter of its rows are unfinished, every row is
+    written to `final` and only the unfinished ones go on. The same answers
+    as the loops of static sizes, but the step is traced once, not once a
+    size (an export traces its searches in a third of the time)."""
+
+    def keep_unfinished(index, rows, hypotheses, row_ids, final):
+        final = write(final, index, rows, row_ids)
+        picked = ops.where(~done(index, rows))[0]  # [b]
+        entries = ops.reshape(picked[:, None] * group + ops.arange(group)[None, :], (-1,))
+        return (
+            {key: ops.take(x, picked, axis=0) for key, x in rows.items()},
+            tree.map_structure(lambda x: ops.take(x, entries, axis=0), hypotheses),
+            ops.take(row_ids, picked, axis=0),
+            final,
+        )
+
+    def condition(index, rows, hypotheses, row_ids, final):
+        return (index < last_index) & (remaining(index, rows) > 0)
+
+    def body(index, rows, hypotheses, row_ids, final):
+        new_rows, hypotheses = step(index, rows, hypotheses, row_ids)
+        finished = done(index, rows)  # (done before this step: keeps its values)
+        rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
+        index = index + 1
+        shrink = remaining(index, rows) * 4 <= ops.shape(row_ids)[0]
+        values = (rows, hypotheses, row_ids, final)
+        values = ops.cond(shrink, lambda: keep_unfinished(index, *values), lambda: values)
+        return (index, *values)
+
+    index, rows, hypotheses, row_ids, final = ops.while_loop(condition, body, (0, *loop_values))
+    return write(final, index, rows, row_ids)
 
 
 def _shrunk_sizes(batch_size):
