@@ -121,8 +121,8 @@ def _one_shrinking_loop(done, step, remaining, write, loop_values, last_index, g
     """`_loop_while_rows_remain` as one loop whose batch shrinks as it runs:
     whenever at most a quarter of its rows are unfinished, every row is
     written to `final` and only the unfinished ones go on. The same answers
-    as the loops of static sizes, but the step is traced once, not once a
-    size (an export traces its searches in a third of the time)."""
+    as the loops of static sizes, but the step (the model's decoder) is
+    traced once, not once a size."""
 
     def keep_unfinished(index, rows, hypotheses, row_ids, final):
         final = write(final, index, rows, row_ids)
@@ -143,7 +143,7 @@ def _one_shrinking_loop(done, step, remaining, write, loop_values, last_index, g
         finished = done(index, rows)  # (done before this step: keeps its values)
         rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
         index = index + 1
-        shrink = remaining(index, rows) * 4 <= ops.shape(row_ids)[0]
+        shrink = remaining(index, rows) * SHRINK_FACTORS[0] <= ops.shape(row_ids)[0]
         values = (rows, hypotheses, row_ids, final)
         values = ops.cond(shrink, lambda: keep_unfinished(index, *values), lambda: values)
         return (index, *values)
