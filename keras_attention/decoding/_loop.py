@@ -55,20 +55,26 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
     def remaining(index, rows):
         return ops.sum(ops.cast(~done(index, rows), "int32"))
 
+    def advance(index, rows, hypotheses, row_ids):
+        """One step; a row that is done keeps what it has, as it would alone."""
+        new_rows, hypotheses = step(index, rows, hypotheses, row_ids)
+        finished = done(index, rows)
+        rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
+        return index + 1, rows, hypotheses
+
+    def take_rows(picked, rows, hypotheses, row_ids):
+        """The rows `picked` `[b]`, with their `group` entries of `hypotheses`."""
+        entries = ops.reshape(picked[:, None] * group + ops.arange(group)[None, :], (-1,))
+        return (
+            {key: ops.take(x, picked, axis=0) for key, x in rows.items()},
+            tree.map_structure(lambda x: ops.take(x, entries, axis=0), hypotheses),
+            ops.take(row_ids, picked, axis=0),
+        )
+
     def write(final, index, rows, row_ids, is_copy=None):
         slots = row_ids if is_copy is None else ops.where(is_copy, batch_size, row_ids)
         rows = rows | {"cut": ~done(index, rows)}
         return {key: ops.scatter_update(final[key], slots[:, None], rows[key]) for key in rows}
-
-    # Each row's final values, plus one row where the copies are written.
-    final = rows | {"cut": ops.zeros((batch_size,), "bool")}
-    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in final.items()}
-    row_ids = ops.arange(batch_size, dtype="int32")
-    if _batch_size_may_change_in_a_loop(batch_size):
-        final = _one_shrinking_loop(
-            done, step, remaining, write, (rows, hypotheses, row_ids, final), last_index, group
-        )
-        return {key: x[:-1] for key, x in final.items()}
 
     def run_until(next_size, index, rows, hypotheses, row_ids):
         """Steps while more than `next_size` rows are unfinished."""
@@ -77,11 +83,7 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
             return (index < last_index) & (remaining(index, rows) > next_size)
 
         def body(index, rows, hypotheses):
-            new_rows, hypotheses = step(index, rows, hypotheses, row_ids)
-            # A row that is done keeps what it has, as it would alone.
-            finished = done(index, rows)
-            rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
-            return index + 1, rows, hypotheses
+            return advance(index, rows, hypotheses, row_ids)
 
         return ops.while_loop(condition, body, (index, rows, hypotheses))
 
@@ -89,14 +91,42 @@ def _loop_while_rows_remain(done, step, rows, hypotheses, last_index, group=1):
         """The unfinished rows (at most `size`), then finished ones to fill
         a batch of `size`: those are copies, marked so."""
         picked = ops.argsort(ops.cast(done(index, rows), "int32"))[:size]
-        entries = ops.reshape(picked[:, None] * group + ops.arange(group)[None, :], (-1,))
-        return (
-            {key: ops.take(x, picked, axis=0) for key, x in rows.items()},
-            tree.map_structure(lambda x: ops.take(x, entries, axis=0), hypotheses),
-            ops.take(row_ids, picked, axis=0),
-            ops.arange(size) >= remaining(index, rows),
-        )
+        is_copy = ops.arange(size) >= remaining(index, rows)
+        return (*take_rows(picked, rows, hypotheses, row_ids), is_copy)
 
+    def run_shrinking(final, rows, hypotheses, row_ids):
+        """The loops of static sizes as one loop whose batch shrinks as it
+        runs (`_batch_size_may_change_in_a_loop`): whenever at most a
+        quarter of its rows are unfinished, every row is written to `final`
+        and only the unfinished ones go on. The same answers, but the step
+        (the model's decoder) is traced once, not once a size."""
+
+        def condition(index, rows, hypotheses, row_ids, final):
+            return (index < last_index) & (remaining(index, rows) > 0)
+
+        def keep_only_unfinished(index, rows, hypotheses, row_ids, final):
+            final = write(final, index, rows, row_ids)
+            picked = ops.where(~done(index, rows))[0]  # [b]
+            return (*take_rows(picked, rows, hypotheses, row_ids), final)
+
+        def body(index, rows, hypotheses, row_ids, final):
+            index, rows, hypotheses = advance(index, rows, hypotheses, row_ids)
+            shrink = remaining(index, rows) * SHRINK_FACTORS[0] <= ops.shape(row_ids)[0]
+            values = (rows, hypotheses, row_ids, final)
+            values = ops.cond(shrink, lambda: keep_only_unfinished(index, *values), lambda: values)
+            return (index, *values)
+
+        loop_values = (0, rows, hypotheses, row_ids, final)
+        index, rows, hypotheses, row_ids, final = ops.while_loop(condition, body, loop_values)
+        return write(final, index, rows, row_ids)
+
+    # Each row's final values, plus one row where the copies are written.
+    final = rows | {"cut": ops.zeros((batch_size,), "bool")}
+    final = {key: ops.pad(x, [[0, 1]] + [[0, 0]] * (len(x.shape) - 1)) for key, x in final.items()}
+    row_ids = ops.arange(batch_size, dtype="int32")
+    if _batch_size_may_change_in_a_loop(batch_size):
+        final = run_shrinking(final, rows, hypotheses, row_ids)
+        return {key: x[:-1] for key, x in final.items()}
     index = 0
     is_copy = ops.zeros((batch_size,), "bool")
     for next_size in _shrunk_sizes(batch_size):
@@ -115,41 +145,6 @@ def _batch_size_may_change_in_a_loop(batch_size):
     step to step: in a TensorFlow graph that XLA does not compile, where the
     batch size is not known while tracing (an export's signatures)."""
     return not isinstance(batch_size, int) and tensorflow_kernels_are_faster()
-
-
-def _one_shrinking_loop(done, step, remaining, write, loop_values, last_index, group):
-    """`_loop_while_rows_remain` as one loop whose batch shrinks as it runs:
-    whenever at most a quarter of its rows are unfinished, every row is
-    written to `final` and only the unfinished ones go on. The same answers
-    as the loops of static sizes, but the step (the model's decoder) is
-    traced once, not once a size."""
-
-    def keep_unfinished(index, rows, hypotheses, row_ids, final):
-        final = write(final, index, rows, row_ids)
-        picked = ops.where(~done(index, rows))[0]  # [b]
-        entries = ops.reshape(picked[:, None] * group + ops.arange(group)[None, :], (-1,))
-        return (
-            {key: ops.take(x, picked, axis=0) for key, x in rows.items()},
-            tree.map_structure(lambda x: ops.take(x, entries, axis=0), hypotheses),
-            ops.take(row_ids, picked, axis=0),
-            final,
-        )
-
-    def condition(index, rows, hypotheses, row_ids, final):
-        return (index < last_index) & (remaining(index, rows) > 0)
-
-    def body(index, rows, hypotheses, row_ids, final):
-        new_rows, hypotheses = step(index, rows, hypotheses, row_ids)
-        finished = done(index, rows)  # (done before this step: keeps its values)
-        rows = {key: _where_rows(finished, x, new_rows[key]) for key, x in rows.items()}
-        index = index + 1
-        shrink = remaining(index, rows) * SHRINK_FACTORS[0] <= ops.shape(row_ids)[0]
-        values = (rows, hypotheses, row_ids, final)
-        values = ops.cond(shrink, lambda: keep_unfinished(index, *values), lambda: values)
-        return (index, *values)
-
-    index, rows, hypotheses, row_ids, final = ops.while_loop(condition, body, (0, *loop_values))
-    return write(final, index, rows, row_ids)
 
 
 def _shrunk_sizes(batch_size):
