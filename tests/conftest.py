@@ -10,14 +10,22 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Two workers that each spread every op over all the cores wait on each
 # other's threads: measured here, the same tests took a quarter more CPU
 # time in two processes than in one.
+#
+# XLA (every JAX function, TensorFlow's `jit_compile`) compiles with LLVM's
+# optimisations off (`--xla_backend_optimization_level=0`): the tests check
+# what programs compute, not how fast, and most of their programs run once
+# or twice on tiny models, so compiling is most of their time (on JAX,
+# nearly all of it).
+_XLA_FLAGS = ["--xla_backend_optimization_level=0"]
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     _THREADS = max(1, (os.cpu_count() or 1) // _WORKERS)
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(_THREADS))
-    if "XLA_FLAGS" not in os.environ:  # JAX's CPU client
-        # (XLA has no thread-count flag; a bare `name=value` token here
-        # would make it read no flag after it.)
-        os.environ["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen={str(_THREADS > 1).lower()}"
+    # (XLA has no thread-count flag for JAX's CPU client.)
+    _XLA_FLAGS.append(f"--xla_cpu_multi_thread_eigen={str(_THREADS > 1).lower()}")
+if "XLA_FLAGS" not in os.environ:
+    # (A bare `name=value` token here would make XLA read no flag after it.)
+    os.environ["XLA_FLAGS"] = " ".join(_XLA_FLAGS)
 
 import pytest  # noqa: E402
 
