@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -23,9 +25,28 @@ if _WORKERS > 1:
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(_THREADS))
     # (XLA has no thread-count flag for JAX's CPU client.)
     _XLA_FLAGS.append(f"--xla_cpu_multi_thread_eigen={str(_THREADS > 1).lower()}")
-if "XLA_FLAGS" not in os.environ:
-    # (A bare `name=value` token here would make XLA read no flag after it.)
-    os.environ["XLA_FLAGS"] = " ".join(_XLA_FLAGS)
+# XLA_FLAGS a user set are left as they are; those that pytest-xdist's
+# controller set here (its workers inherit its environment) are set again
+# for this process. (A bare `name=value` token would make XLA read no flag
+# after it.)
+if os.environ.get("XLA_FLAGS") in (None, os.environ.get("KERAS_ATTENTION_TESTS_XLA_FLAGS")):
+    os.environ["XLA_FLAGS"] = os.environ["KERAS_ATTENTION_TESTS_XLA_FLAGS"] = " ".join(_XLA_FLAGS)
+
+# Every process of a run (pytest-xdist's workers inherit this process's
+# environment, and so does each recipe run a test starts) shares one
+# persistent JAX compilation cache, made here by the first process and
+# removed when it ends. JAX reads these variables when it is imported. A
+# program compiled once is loaded, the same executable, wherever it is
+# compiled again: the decoding tests decode the same shapes again and
+# again (row by row, then as a batch), and most recipe runs on JAX train
+# the same tiny model (a tiny three-epoch run took 70 s without the cache,
+# 43 s with it).
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _JAX_CACHE = tempfile.mkdtemp(prefix="keras-attention-tests-jax-cache-")
+    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _JAX_CACHE
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 import pytest  # noqa: E402
 
@@ -98,21 +119,6 @@ def pytest_collection_modifyitems(config, items):
             if fixture in item.fixturenames:
                 item.add_marker(pytest.mark.xdist_group(fixture))
                 break
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _jax_compilation_cache(tmp_path_factory):
-    """The recipe runs on JAX that tests start, each a process of its own,
-    share one persistent compilation cache (JAX reads these variables when
-    it is imported, so this process's own JAX tests are left as they are).
-    Most train the same tiny model: a run that finds its train, evaluation
-    and search steps compiled by an earlier one loads them instead, the same
-    executables (measured: a tiny three-epoch run 70 s -> 43 s)."""
-    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-        folder = tmp_path_factory.mktemp("jax_compilation_cache")
-        os.environ["JAX_COMPILATION_CACHE_DIR"] = str(folder)
-        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-        os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 
 @pytest.fixture(autouse=True)
