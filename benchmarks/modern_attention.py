@@ -104,26 +104,17 @@ def window_rows(lengths, window_size, chunk_size, model_dim, num_heads, repeats)
 
 def plot_window(rows, path):
     """Forward + backward time against length, full causal and windowed (log-log)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 4))
     window = next(row["window_size"] for row in rows if row["contender"] == "window")
-    for name in ("full causal", "window"):
-        points = [(row["length"], row["ms"]) for row in rows if row["contender"] == name]
-        label = name if name == "full causal" else f"sliding window, W = {window}"
-        axes.plot(*zip(*points, strict=True), marker="o", label=label)
-    axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
-    axes.set_xlabel("sequence length T")
-    axes.set_ylabel("ms, forward + backward")
-    axes.set_title("Causal self-attention in blocks")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    lines = [
+        (
+            name if name == "full causal" else f"sliding window, W = {window}",
+            [(row["length"], row["ms"]) for row in rows if row["contender"] == name],
+        )
+        for name in ("full causal", "window")
+    ]
+    report.plot_against_length(
+        lines, "ms, forward + backward", "Causal self-attention in blocks", path
+    )
 
 
 # --- 4. Length extrapolation ------------------------------------------------

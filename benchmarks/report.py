@@ -276,6 +276,32 @@ def modern_attention_table(part, results):
     return title.format(**rows[0]), columns
 
 
+def plot_against_length(lines, ylabel, title, path, dpi=120, grid=False):
+    """A log-log figure of a measure against the sequence length, written to
+    `path`: `lines` is a list of (label, [(length, value), ...]); a line
+    with no points is left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for label, points in lines:
+        if points:
+            axes.plot(*zip(*points, strict=True), marker="o", label=label)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xlabel("sequence length T")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    if grid:
+        axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", help="the JSON file `benchmarks.run` wrote")

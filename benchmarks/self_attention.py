@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import contenders, measure
+from benchmarks import contenders, measure, report
 
 OURS = "keras_attention"
 CHUNKED = "keras_attention_chunked"
@@ -160,30 +160,27 @@ def _ratio(memory, other):
 
 def draw(rows, path):
     """Peak memory against length, one line per contender (log-log)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for name, label in ((CHUNKED, "ours, chunked"), (OURS, "ours, dense"), (PEER, "Keras core")):
-        measured = [
-            (row["length"], row["peak_mib"])
-            for row in rows
-            if row["contender"] == name and not row["causal"] and row.get("peak_mib") is not None
-        ]
-        if measured:
-            axes.plot(*zip(*measured, strict=True), marker="o", label=label)
-    axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
-    axes.set_xlabel("sequence length T")
-    axes.set_ylabel("peak memory, forward + backward (MiB)")
-    axes.set_title("Self-attention, B=1, d_model 256, 4 heads")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    lines = [
+        (
+            label,
+            [
+                (row["length"], row["peak_mib"])
+                for row in rows
+                if row["contender"] == name
+                and not row["causal"]
+                and row.get("peak_mib") is not None
+            ],
+        )
+        for name, label in ((CHUNKED, "ours, chunked"), (OURS, "ours, dense"), (PEER, "Keras core"))
+    ]
+    report.plot_against_length(
+        lines,
+        "peak memory, forward + backward (MiB)",
+        "Self-attention, B=1, d_model 256, 4 heads",
+        path,
+        dpi=100,
+        grid=True,
+    )
 
 
 TABLES = [("self-attention alone, forward + backward", "rows", ATTENTION_COLUMNS)]
