@@ -50,6 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import measure, report
+from keras_attention.files import write_json
 
 # A sentence of ten words, as one user sends it.
 SENTENCE = "The file could not be opened because the folder does not exist."
@@ -604,7 +605,7 @@ def main(argv=None):
                 part_results = json.loads(output.read_text())
                 results |= {k: v for k, v in part_results.items() if k not in results}
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        write_json(args.json, results)
     return results
 
 

@@ -39,9 +39,10 @@ import keras
 import sacrebleu
 import tensorflow as tf
 
-from benchmarks import measure, opennmt
+from benchmarks import measure, opennmt, report
 from keras_attention.data import text_files
 from keras_attention.data.placeholders import placeholder_survival
+from keras_attention.files import write_json
 from keras_attention.models.transformer import PRESETS as TRANSFORMER_PRESETS
 from keras_attention.run_files import RunFiles, read_config
 
@@ -344,14 +345,16 @@ def main(argv=None):
             for i, (s, r, _) in enumerate(triples[:12])
         ],
     }
-    Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    print("\n| | sacreBLEU | chrF | lowercased: sacreBLEU, chrF | training |")
-    print("|---|---|---|---|---|")
-    for name, row in rows.items():
-        print(
-            f"| {name} | {row['sacrebleu']} | {row['chrf']} | {row['sacrebleu_lowercase']}, "
-            f"{row['chrf_lowercase']} | {row['training_seconds']:.0f} s |"
-        )
+    write_json(args.json, results)
+    columns = [
+        ("name", "", "s"),
+        ("sacrebleu", "sacreBLEU", ""),
+        ("chrf", "chrF", ""),
+        ("sacrebleu_lowercase", "lowercased: sacreBLEU", ""),
+        ("chrf_lowercase", "lowercased: chrF", ""),
+        ("training_seconds", "training s", ".0f"),
+    ]
+    print("\n" + report.markdown_table([{"name": k, **row} for k, row in rows.items()], columns))
     print(f"\nwrote {args.json}")
     return results
 
