@@ -1,11 +1,12 @@
 """Speed and memory, side by side with the peers, in one run.
 
-    python -m benchmarks.run                  # the full run (about 7 minutes on 2 cores)
-    python -m benchmarks.run --smoke          # tiny sizes (about a minute): checks it all runs
-    python -m benchmarks.run --encoder-only   # section 2 alone, TensorFlow and JAX
+    python -m benchmarks run                  # the full run (about 7 minutes on 2 cores)
+    python -m benchmarks run --smoke          # tiny sizes (about a minute): checks it all runs
+    python -m benchmarks run --encoder-only   # section 2 alone, TensorFlow and JAX
 
-Prints one table per section and writes every figure to a JSON file
-(`--json`, default `benchmarks/results.json`). Sections:
+A section (`benchmarks/section.py`) that runs others: prints one table per
+part and writes every figure to one JSON file (`--json`, by default
+`benchmarks/results.json`; none with --smoke). Parts:
 
 1. (in every training-step race) the matmul peak: float32 GFLOP/s of one
    large `tf.matmul`, the ceiling, and of the same matmul compiled by XLA.
@@ -33,7 +34,6 @@ in one section take turns, call by call, so a slow minute on a shared machine
 hits them alike. Ratios are what carry over between machines.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -52,13 +52,11 @@ from benchmarks import (
     generation,
     measure,
     modern_attention,
-    report,
     section,
     self_attention,
 )
 from keras_attention import export
 from keras_attention.data.tokenizers import CharacterTokenizer, token_ids
-from keras_attention.files import write_json
 from keras_attention.models import build_transformer
 
 FULL = dict(batch_size=32, length=128, model_dim=256, num_heads=4, intermediate_dim=1024)
@@ -289,82 +287,86 @@ JAX_COLUMNS = [
 ]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes: about a minute")
-    parser.add_argument("--repeats", type=int, default=10, help="timed calls per figure")
-    parser.add_argument("--json", default="benchmarks/results.json", help="where to write")
+SERVING_COLUMNS = [
+    ("batch_size", "batch", "d"),
+    ("exported_ms", "exported ms", ".1f"),
+    ("in_process_ms", "in-process ms", ".1f"),
+    ("in_process_static_ms", "in-process, static batch ms", ".1f"),
+    ("exported_with_options_ms", "translate_with_options ms", ".1f"),
+    ("exported_over_in_process", "exported/in-process", ".2f"),
+]
+
+
+# The section's own tables (`benchmarks/section.py`); the sections it runs
+# print theirs as they finish.
+REPEATS = 10
+RESULTS_FILE = "benchmarks/results.json"  # its JSON file, unless --json says
+TABLES = [
+    (f"encoder training step ({NUM_LAYERS} layers)", "encoder_training_step", TRAINING_COLUMNS),
+    (
+        f"encoder training step ({NUM_LAYERS} layers) on the JAX backend",
+        "encoder_training_step_jax",
+        JAX_COLUMNS,
+    ),
+    (f"decoder training step ({NUM_LAYERS} layers)", "decoder_training_step", TRAINING_COLUMNS),
+    ("exported serving_default against in-process decoding", "serving", SERVING_COLUMNS),
+]
+
+
+def add_options(parser):
     parser.add_argument(
         "--encoder-only",
         action="store_true",
         help="only the encoder training step, on TensorFlow and on JAX (a few minutes)",
     )
-    args = parser.parse_args(argv)
-    sizes = SMOKE if args.smoke else FULL
-    repeats = 2 if args.smoke else args.repeats
-    results = measure.provenance("run", argv)
-    results.update(sizes=sizes, num_layers=NUM_LAYERS, smoke=args.smoke)
-    results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
-    print(report.describe(results["machine"]))
+    parser.add_argument(
+        "--plots-dir",
+        default=None,
+        help="where the memory and sliding-window figures go (default: benchmarks/; "
+        "none with --smoke)",
+    )
 
-    matmul_size = 256 if args.smoke else 4096
+
+def run(smoke, repeats, encoder_only=False, plots_dir=None):
+    sizes = SMOKE if smoke else FULL
+    results = dict(sizes=sizes, num_layers=NUM_LAYERS)
+    results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
+    matmul_size = 256 if smoke else 4096
     results["matmul_size"] = matmul_size
+    plots = Path(plots_dir) if plots_dir else (None if smoke else Path("benchmarks"))
 
     # The smoke run's code paths are the same at any rate.
-    dropouts = DROPOUTS[-1:] if args.smoke else DROPOUTS
-    for kind in ("encoder",) if args.encoder_only else ("encoder", "decoder"):
-        rows = training_step(kind, sizes, dropouts, repeats, matmul_size)
-        results[f"{kind}_training_step"] = rows
-        report.print_table(f"{kind} training step ({NUM_LAYERS} layers)", rows, TRAINING_COLUMNS)
+    dropouts = DROPOUTS[-1:] if smoke else DROPOUTS
+    for kind in ("encoder",) if encoder_only else ("encoder", "decoder"):
+        results[f"{kind}_training_step"] = training_step(
+            kind, sizes, dropouts, repeats, matmul_size
+        )
         if kind == "encoder":
-            rows = encoder_step_on_jax(sizes, dropouts, repeats, results["encoder_training_step"])
-            results["encoder_training_step_jax"] = rows
-            report.print_table(
-                f"encoder training step ({NUM_LAYERS} layers) on the JAX backend", rows, JAX_COLUMNS
+            results["encoder_training_step_jax"] = encoder_step_on_jax(
+                sizes, dropouts, repeats, results["encoder_training_step"]
             )
-    if args.encoder_only:
-        return write_results(results, args.json)
+    if encoder_only:
+        return results
 
     # Sections that also run alone (`python -m benchmarks NAME`).
-    part_repeats = section.SMOKE_REPEATS if args.smoke else repeats
-    plot = Path(args.json).parent / "attention_memory.png"
+    part_repeats = section.SMOKE_REPEATS if smoke else repeats
     results["self_attention"] = section.run_and_print(
-        self_attention, args.smoke, min(part_repeats, self_attention.REPEATS), plot=plot
+        self_attention,
+        smoke,
+        min(part_repeats, self_attention.REPEATS),
+        plot=plots and plots / "attention_memory.png",
     )["rows"]
-    results["greedy_decoding"] = section.run_and_print(decoding, args.smoke, part_repeats)["rows"]
-
-    rows = serving_rows((1, 32), 8 if args.smoke else 32, repeats)
-    results["serving"] = rows
-    report.print_table(
-        "exported serving_default against in-process decoding",
-        rows,
-        [
-            ("batch_size", "batch", "d"),
-            ("exported_ms", "exported ms", ".1f"),
-            ("in_process_ms", "in-process ms", ".1f"),
-            ("in_process_static_ms", "in-process, static batch ms", ".1f"),
-            ("exported_with_options_ms", "translate_with_options ms", ".1f"),
-            ("exported_over_in_process", "exported/in-process", ".2f"),
-        ],
-    )
-
-    results["generation"] = section.run_and_print(generation, args.smoke, part_repeats)["rows"]
-
+    results["greedy_decoding"] = section.run_and_print(decoding, smoke, part_repeats)["rows"]
+    results["serving"] = serving_rows((1, 32), 8 if smoke else 32, repeats)
+    results["generation"] = section.run_and_print(generation, smoke, part_repeats)["rows"]
     # Grouped-query, the sliding window, Llama, length extrapolation.
     results["modern_attention"] = modern_attention.run(
-        args.smoke,
+        smoke,
         min(part_repeats, modern_attention.REPEATS),
-        plot=Path(args.json).parent / "sliding_window.png",
+        plot=plots and plots / "sliding_window.png",
     )
-
-    write_results(results, args.json)
-
-
-def write_results(results, path):
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, results)
-    print(f"\nwrote {path}")
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    section.main("run")

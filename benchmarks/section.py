@@ -7,11 +7,14 @@ A section is a module of this package that has
   dict (a section of one table keeps them under "rows");
 - `TABLES`: `(title, key, columns)` for each table it prints from those
   figures: the rows are `figures[key]` (a tuple of keys reaches into
-  nested dicts), `columns` as `report.print_table` takes them; a key the
-  figures lack is a table this run did not make;
+  nested dicts; a dict there is a table of one row), `columns` as
+  `report.print_table` takes them; a key the figures lack is a table this
+  run did not make;
 - `REPEATS`: timed calls a figure unless `--repeats` says (1 with `--smoke`);
 - optionally `add_options(parser)`: its own flags, given to `run` by name;
-- optionally `ONE_THREAD = True`: every engine runs on one thread.
+- optionally `ONE_THREAD = True`: every engine runs on one thread;
+- optionally `RESULTS_FILE`: its JSON file, if not
+  `benchmarks/results_NAME.json`.
 
 `python -m benchmarks NAME...` and `python -m benchmarks.NAME` both come
 here. The JSON file starts with the provenance (command, date, commit,
@@ -31,6 +34,12 @@ def is_section(name):
     return hasattr(importlib.import_module(f"benchmarks.{name}"), "TABLES")
 
 
+def results_file(name):
+    """Where section `name` writes its figures unless `--json` says."""
+    module = importlib.import_module(f"benchmarks.{name}")
+    return getattr(module, "RESULTS_FILE", f"benchmarks/results_{name}.json")
+
+
 def parser_for(name):
     module = importlib.import_module(f"benchmarks.{name}")
     parser = argparse.ArgumentParser(
@@ -44,7 +53,7 @@ def parser_for(name):
     )
     parser.add_argument(
         "--json",
-        help=f"where the figures go (benchmarks/results_{name}.json; none with --smoke)",
+        help=f"where the figures go ({results_file(name)}; none with --smoke)",
     )
     if hasattr(module, "add_options"):
         module.add_options(parser)
@@ -73,7 +82,7 @@ def main(name, argv=None):
     results["load_average_after"] = os.getloadavg()
     print("\n" + report.describe(results["machine"]) + ("; one thread each" if one_thread else ""))
     print_tables(module, results)
-    path = args.json or (None if args.smoke else f"benchmarks/results_{name}.json")
+    path = args.json or (None if args.smoke else results_file(name))
     if path:
         write_json(path, results)
         print(f"\nwrote {path}")
@@ -88,7 +97,7 @@ def print_tables(module, figures):
         for part in key if isinstance(key, tuple) else (key,):
             rows = rows.get(part, {})
         if rows:
-            report.print_table(title, rows, columns)
+            report.print_table(title, [rows] if isinstance(rows, dict) else rows, columns)
 
 
 def run_and_print(module, smoke, repeats, **options):

@@ -2,8 +2,12 @@
 CTranslate2's own API on both sides: `translate_batch`, text in and text
 out, one thread each.
 
-    python -m benchmarks.serving_speed RUN_DIR     # a finished translate run (a Transformer)
-    python -m benchmarks.serving_speed --smoke     # trains a tiny run first: checks it runs
+    python -m benchmarks serving_speed RUN_DIR     # a finished translate run (a Transformer)
+    python -m benchmarks serving_speed --smoke     # trains a tiny run first: checks it runs
+
+A section (`benchmarks/section.py`): `--repeats`, and `--json` (by
+default benchmarks/results_serving_speed.json; none with --smoke), as
+every section takes them.
 
 Three measures:
 1. **Throughput**: sentences per second over the test split's first
@@ -35,7 +39,6 @@ Each throughput figure is the median of a few passes, all contenders in
 turn.
 """
 
-import argparse
 import contextlib
 import json
 import random
@@ -49,12 +52,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import measure, report
-from keras_attention.files import write_json
+from benchmarks import measure
 
 # A sentence of ten words, as one user sends it.
 SENTENCE = "The file could not be opened because the folder does not exist."
 LATENCY_CALLS = 200
+QUICK_LATENCY_CALLS = 5  # with --repeats 1 (a smoke run)
 # The throughput race's searches and batches (`--beam-sizes`, `--batch-sizes`).
 BEAM_SIZES = (1, 4)
 BATCH_SIZES = (1, 32)
@@ -80,6 +83,15 @@ BLEU_COLUMNS = [
     ("sacrebleu", "sacreBLEU", ".2f"),
 ]
 OPUS_MT_DECODING_LENGTH = 32
+BATCHING_COLUMNS = [
+    ("sentences", "sentences", "d"),
+    ("sentences_per_batch", "sentences a batch", "d"),
+    ("tokens_per_batch", "tokens a batch", "d"),
+    ("examples_per_second", "by sentences /s", ".1f"),
+    ("tokens_per_second", "by tokens /s", ".1f"),
+    ("tokens_over_examples", "tokens / sentences", ".3f"),
+    ("same_translations", "same translations", ""),
+]
 LATENCY_COLUMNS = [
     ("contender", "contender", "s"),
     ("p50_ms", "p50 (ms)", ".2f"),
@@ -310,7 +322,7 @@ def token_batching(export, sentences, folder, repeats, batch_size=32):
     }
 
 
-def run(
+def run_races(
     run_dir,
     sentences,
     repeats,
@@ -328,7 +340,8 @@ def run(
         contenders, exports = all_contenders(run_dir, folder, threads)
         rows = throughput(contenders, sentences, repeats, beam_sizes, batch_sizes)
         served = {"ours_xla_served": served_translate_batch(exports["ours_xla"], threads)}
-        latency_rows = latency(contenders | served, calls=LATENCY_CALLS if repeats > 1 else 5)
+        calls = LATENCY_CALLS if repeats > 1 else QUICK_LATENCY_CALLS
+        latency_rows = latency(contenders | served, calls=calls)
         batching = token_batching(exports["ours_xla"], sentences, folder, repeats)
         bleu_rows = bleu(contenders, run_dir, bleu_sentences) if bleu_sentences != 0 else []
     return rows, latency_rows, batching, bleu_rows
@@ -456,64 +469,68 @@ def test_sources(run_dir, count):
 PARTS = ("speed", "bleu", "opus_mt")
 
 
-def measure_part(part, run_dir, args):
-    """The figures of one part, a dict for the JSON file."""
-    sentences = test_sources(run_dir, args.sentences)
+def measure_part(part, run_dir, options):
+    """The figures of one part, a dict for the JSON file (`options`: the
+    section's flags, by name)."""
+    sentences = test_sources(run_dir, options["sentences"])
+    repeats, threads = options["repeats"], options["threads"]
     if part == "speed":
-        rows, latency_rows, batching, _ = run(
+        rows, latency_rows, batching, _ = run_races(
             run_dir,
             sentences,
-            args.repeats,
-            beam_sizes=args.beam_sizes,
-            batch_sizes=args.batch_sizes,
-            threads=args.threads,
-            contenders_dir=args.contenders_dir,
+            repeats,
+            beam_sizes=options["beam_sizes"],
+            batch_sizes=options["batch_sizes"],
+            threads=threads,
+            contenders_dir=options["contenders_dir"],
         )
         return {"rows": rows, "latency": latency_rows, "token_batching": batching}
     if part == "bleu":
-        with contenders_folder(args.contenders_dir, run_dir) as folder:
-            contenders, _ = all_contenders(run_dir, folder, args.threads)
-            return {"bleu": bleu(contenders, run_dir, args.bleu_sentences)}
-    opus_sentences = sentences[: args.opus_mt_sentences]
-    return {"opus_mt_size": opus_mt_throughput(run_dir, opus_sentences, args.repeats, args.threads)}
+        with contenders_folder(options["contenders_dir"], run_dir) as folder:
+            contenders, _ = all_contenders(run_dir, folder, threads)
+            return {"bleu": bleu(contenders, run_dir, options["bleu_sentences"])}
+    opus_sentences = sentences[: options["opus_mt_sentences"]]
+    return {"opus_mt_size": opus_mt_throughput(run_dir, opus_sentences, repeats, threads)}
 
 
-def print_part(results, args):
-    """The tables of whichever parts `results` holds."""
-    if "rows" in results:
-        report.print_table(
-            f"sentences per second through translate_batch, text in and out "
-            f"({args.sentences} test sources; {args.threads} thread(s) for each engine)",
-            results["rows"],
-            COLUMNS,
-        )
-        report.print_table(
-            f"one sentence, greedy, batch 1: milliseconds per call ({LATENCY_CALLS} calls)",
-            results["latency"],
-            LATENCY_COLUMNS,
-        )
-        batching = json.dumps(results["token_batching"])
-        print("token batching (Translator.translate_file, the XLA export):", batching)
-    if "bleu" in results:
-        report.print_table(
-            f"sacreBLEU on the test split, beam {BLEU_BEAM_SIZE}", results["bleu"], BLEU_COLUMNS
-        )
-    if "opus_mt_size" in results:
-        report.print_table(
-            "OPUS-MT's sizes (6 + 6 layers, d_model 512, random weights): sentences per "
-            f"second ({args.opus_mt_sentences} sources, {OPUS_MT_DECODING_LENGTH} tokens each)",
-            results["opus_mt_size"],
-            COLUMNS,
-        )
+# The section's tables (`benchmarks/section.py`), from whichever parts ran.
+REPEATS = 3
+TABLES = [
+    (
+        "sentences per second through translate_batch, text in and out (the test "
+        "split's first sources, the same threads for each engine)",
+        "rows",
+        COLUMNS,
+    ),
+    (
+        f"one sentence, greedy, batch 1: milliseconds per call ({LATENCY_CALLS} calls; "
+        f"{QUICK_LATENCY_CALLS} with --repeats 1)",
+        "latency",
+        LATENCY_COLUMNS,
+    ),
+    (
+        "token batching: sentences per second of Translator.translate_file (the XLA export)",
+        "token_batching",
+        BATCHING_COLUMNS,
+    ),
+    (f"sacreBLEU on the test split, beam {BLEU_BEAM_SIZE}", "bleu", BLEU_COLUMNS),
+    (
+        "OPUS-MT's sizes (6 + 6 layers, d_model 512, random weights): sentences per second "
+        f"({OPUS_MT_DECODING_LENGTH} tokens each)",
+        "opus_mt_size",
+        COLUMNS,
+    ),
+]
+FIGURES = ("rows", "latency", "token_batching", "bleu", "opus_mt_size")  # the parts' keys
+# A smoke run's sizes: sentences raced, at OPUS-MT's sizes, and for BLEU.
+SMOKE_SIZES = {"sentences": 32, "opus_mt_sentences": 8, "bleu_sentences": 32}
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", nargs="?", help="a finished translate run")
-    parser.add_argument("--smoke", action="store_true", help="a tiny run, a few sentences")
+def add_options(parser):
+    parser.add_argument(
+        "run_dir", nargs="?", help="a finished translate run (a Transformer); none with --smoke"
+    )
     parser.add_argument("--sentences", type=int, default=256, help="(default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3, help="(default: %(default)s)")
     parser.add_argument(
         "--threads", type=int, default=1, help="threads for each engine (default: %(default)s)"
     )
@@ -558,20 +575,20 @@ def main(argv=None):
         "RUN_DIR, or find them written by the part before (default: a temporary folder; "
         "several parts in their processes share one)",
     )
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    args = parser.parse_args(argv)
-    measure.use_threads(args.threads)
-    if args.smoke == (args.run_dir is not None):
-        parser.error("give RUN_DIR or --smoke")
-    if args.smoke:
-        args.sentences, args.repeats, args.opus_mt_sentences, args.bleu_sentences = 32, 1, 8, 32
-    parts = args.part or list(PARTS)
-    results = {**measure.provenance("serving_speed", argv), "threads": args.threads}
-    if len(parts) == 1:  # (each part's own process says it)
-        print(report.describe(results["machine"]), flush=True)
+
+
+def run(smoke, repeats, run_dir=None, part=None, **options):
+    """The figures of the parts asked for (`part`: a list, None: all) on
+    `run_dir`, or with `smoke` on a tiny run trained first; one part runs
+    here, several each in a process of its own."""
+    if smoke == (run_dir is not None):
+        raise SystemExit("error: give RUN_DIR or --smoke")
+    measure.use_threads(options["threads"])
+    options = {**options, **(SMOKE_SIZES if smoke else {}), "repeats": repeats}
+    parts = part or list(PARTS)
+    results = {"threads": options["threads"]}
     with tempfile.TemporaryDirectory() as folder:
-        run_dir = args.run_dir
-        if args.smoke:
+        if smoke:
             from keras_attention.recipes import translate
 
             run_dir = Path(folder) / "run"
@@ -583,31 +600,27 @@ def main(argv=None):
                 ]
             )
         if len(parts) == 1:
-            results |= measure_part(parts[0], run_dir, args)
-            print_part(results, args)
-        else:
-            # The flags again, without the run, --smoke, --part and --json.
-            flags = [
-                *("--sentences", str(args.sentences), "--repeats", str(args.repeats)),
-                *("--threads", str(args.threads)),
-                *("--beam-sizes", *map(str, args.beam_sizes)),
-                *("--batch-sizes", *map(str, args.batch_sizes)),
-                *("--opus-mt-sentences", str(args.opus_mt_sentences)),
-                *(["--bleu-sentences", str(args.bleu_sentences)] if args.bleu_sentences else []),
-                *("--contenders-dir", args.contenders_dir or str(Path(folder) / "contenders")),
-            ]
-            for part in parts:
-                output = Path(folder) / f"{part}.json"
-                command = [sys.executable, "-m", "benchmarks.serving_speed", str(run_dir)]
-                subprocess.run(
-                    [*command, *flags, "--part", part, "--json", str(output)], check=True
-                )
-                part_results = json.loads(output.read_text())
-                results |= {k: v for k, v in part_results.items() if k not in results}
-    if args.json:
-        write_json(args.json, results)
+            return results | measure_part(parts[0], run_dir, options)
+        # The flags again, for each part's process.
+        flags = [
+            *("--sentences", str(options["sentences"]), "--repeats", str(repeats)),
+            *("--threads", str(options["threads"])),
+            *("--beam-sizes", *map(str, options["beam_sizes"])),
+            *("--batch-sizes", *map(str, options["batch_sizes"])),
+            *("--opus-mt-sentences", str(options["opus_mt_sentences"])),
+            *(["--bleu-sentences", str(b)] if (b := options["bleu_sentences"]) else []),
+            *("--contenders-dir", options["contenders_dir"] or str(Path(folder) / "contenders")),
+        ]
+        for name in parts:
+            output = Path(folder) / f"{name}.json"
+            command = [sys.executable, "-m", "benchmarks.serving_speed", str(run_dir)]
+            subprocess.run([*command, *flags, "--part", name, "--json", str(output)], check=True)
+            figures = json.loads(output.read_text())
+            results |= {key: figures[key] for key in FIGURES if key in figures}
     return results
 
 
 if __name__ == "__main__":
-    main()
+    from benchmarks import section
+
+    section.main("serving_speed")

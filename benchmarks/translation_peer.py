@@ -167,6 +167,7 @@ def train_peer(train_pairs, validation_pairs, seconds):
         validation_data=batches(validation_pairs),
         callbacks=[TimeBudget(seconds)],
         verbose=2,
+        shuffle=False,  # the data set shuffles itself, as the example's does (Keras would warn)
     )
     epochs = len(history.history["loss"])
 
