@@ -6,12 +6,13 @@
     python -m benchmarks NAME --help                # its flags
     python -m benchmarks decoding generation --smoke   # several sections, in turn
 
-`python -m benchmarks.NAME` runs the same. Each writes its figures to its
-JSON file in benchmarks/ and prints its tables; benchmarks/README.md keeps
-the results, as ratios measured side by side in one run. The sections
-(`benchmarks/section.py`) share their flags (`--smoke`, `--repeats`,
-`--json`) and their JSON format, and several run in one command; the
-others take their own arguments and run one at a time.
+`python -m benchmarks.NAME` runs the same. Each prints its tables and
+writes its figures to a JSON file (most by default to their own file in
+benchmarks/); benchmarks/README.md keeps the results, as ratios measured
+side by side in one run. The sections (`benchmarks/section.py`) share
+their flags (`--smoke`, `--repeats`, `--json`) and their JSON format, and
+several run in one command, but for those that set TensorFlow's threads;
+the others take their own arguments and run one at a time.
 """
 
 import importlib
@@ -20,7 +21,8 @@ import textwrap
 
 from benchmarks import section
 
-# The benchmarks, each a module of this package with a `main(argv)`.
+# The benchmarks, each a module of this package: a section (`benchmarks/section.py`)
+# or a script with a `main(argv)`.
 BENCHMARKS = (
     "run",
     "serving_speed",
@@ -70,6 +72,12 @@ def main(argv=None):
         raise SystemExit(
             f"error: {', '.join(others)} take their own arguments and run alone; "
             f"the sections that run together: {', '.join(filter(section.is_section, BENCHMARKS))}"
+        )
+    alone = [name for name in names if section.runs_alone(name)]
+    if len(names) > 1 and alone:
+        raise SystemExit(
+            "error: these set TensorFlow's threads before it starts, so each runs in a "
+            f"command of its own: {', '.join(alone)}"
         )
     if len(names) > 1 and "--json" in argv:
         raise SystemExit("error: --json names one file: give it to one section at a time")

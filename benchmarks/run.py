@@ -28,6 +28,11 @@ part and writes every figure to one JSON file (`--json`, by default
 7. decoder-only greedy generation, batch 8, 8-token prompts, 32 ... 256 new
    tokens: ours against KerasHub's `GPT2CausalLM` of the same sizes
    (`benchmarks.generation`).
+8. the modern attention options: grouped-query heads, the sliding window,
+   Llama's blocks, length extrapolation (`benchmarks.modern_attention`).
+
+The figures of parts 4 and 8 (`attention_memory.png`,
+`sliding_window.png`) are drawn beside the JSON file.
 
 Every time is a median over `--repeats` calls after warm-up calls; contenders
 in one section take turns, call by call, so a slow minute on a shared machine
@@ -52,6 +57,7 @@ from benchmarks import (
     generation,
     measure,
     modern_attention,
+    report,
     section,
     self_attention,
 )
@@ -297,20 +303,12 @@ SERVING_COLUMNS = [
 ]
 
 
-# The section's own tables (`benchmarks/section.py`); the sections it runs
-# print theirs as they finish.
+# A section (`benchmarks/section.py`) that prints each table as it is
+# measured (the whole run takes minutes), as do the sections it runs.
 REPEATS = 10
 RESULTS_FILE = "benchmarks/results.json"  # its JSON file, unless --json says
-TABLES = [
-    (f"encoder training step ({NUM_LAYERS} layers)", "encoder_training_step", TRAINING_COLUMNS),
-    (
-        f"encoder training step ({NUM_LAYERS} layers) on the JAX backend",
-        "encoder_training_step_jax",
-        JAX_COLUMNS,
-    ),
-    (f"decoder training step ({NUM_LAYERS} layers)", "decoder_training_step", TRAINING_COLUMNS),
-    ("exported serving_default against in-process decoding", "serving", SERVING_COLUMNS),
-]
+TABLES = []
+WANTS_RESULTS_PATH = True  # its figures go beside the JSON file
 
 
 def add_options(parser):
@@ -319,32 +317,36 @@ def add_options(parser):
         action="store_true",
         help="only the encoder training step, on TensorFlow and on JAX (a few minutes)",
     )
-    parser.add_argument(
-        "--plots-dir",
-        default=None,
-        help="where the memory and sliding-window figures go (default: benchmarks/; "
-        "none with --smoke)",
-    )
 
 
-def run(smoke, repeats, encoder_only=False, plots_dir=None):
+def run(smoke, repeats, encoder_only=False, results_path=None):
+    """Every part's figures; the memory and sliding-window figures are
+    drawn beside `results_path` (none where no JSON file is written)."""
     sizes = SMOKE if smoke else FULL
     results = dict(sizes=sizes, num_layers=NUM_LAYERS)
     results["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
     matmul_size = 256 if smoke else 4096
     results["matmul_size"] = matmul_size
-    plots = Path(plots_dir) if plots_dir else (None if smoke else Path("benchmarks"))
+    plots = Path(results_path).parent if results_path else None
+
+    def show(key, title, rows, columns):
+        results[key] = rows
+        report.print_table(title, rows, columns)
 
     # The smoke run's code paths are the same at any rate.
     dropouts = DROPOUTS[-1:] if smoke else DROPOUTS
     for kind in ("encoder",) if encoder_only else ("encoder", "decoder"):
-        results[f"{kind}_training_step"] = training_step(
-            kind, sizes, dropouts, repeats, matmul_size
+        rows = training_step(kind, sizes, dropouts, repeats, matmul_size)
+        show(
+            f"{kind}_training_step",
+            f"{kind} training step ({NUM_LAYERS} layers)",
+            rows,
+            TRAINING_COLUMNS,
         )
         if kind == "encoder":
-            results["encoder_training_step_jax"] = encoder_step_on_jax(
-                sizes, dropouts, repeats, results["encoder_training_step"]
-            )
+            rows = encoder_step_on_jax(sizes, dropouts, repeats, rows)
+            title = f"encoder training step ({NUM_LAYERS} layers) on the JAX backend"
+            show("encoder_training_step_jax", title, rows, JAX_COLUMNS)
     if encoder_only:
         return results
 
@@ -357,7 +359,8 @@ def run(smoke, repeats, encoder_only=False, plots_dir=None):
         plot=plots and plots / "attention_memory.png",
     )["rows"]
     results["greedy_decoding"] = section.run_and_print(decoding, smoke, part_repeats)["rows"]
-    results["serving"] = serving_rows((1, 32), 8 if smoke else 32, repeats)
+    rows = serving_rows((1, 32), 8 if smoke else 32, repeats)
+    show("serving", "exported serving_default against in-process decoding", rows, SERVING_COLUMNS)
     results["generation"] = section.run_and_print(generation, smoke, part_repeats)["rows"]
     # Grouped-query, the sliding window, Llama, length extrapolation.
     results["modern_attention"] = modern_attention.run(

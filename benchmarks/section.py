@@ -12,9 +12,15 @@ A section is a module of this package that has
   run did not make;
 - `REPEATS`: timed calls a figure unless `--repeats` says (1 with `--smoke`);
 - optionally `add_options(parser)`: its own flags, given to `run` by name;
-- optionally `ONE_THREAD = True`: every engine runs on one thread;
+- optionally `ONE_THREAD = True`: every engine runs on one thread (so it
+  runs alone: TensorFlow's threads are set before it starts);
+- optionally `RUNS_ALONE = True`: never with other sections in one
+  command;
 - optionally `RESULTS_FILE`: its JSON file, if not
-  `benchmarks/results_NAME.json`.
+  `benchmarks/results_NAME.json` (None: only where `--json` says);
+- optionally `WANTS_RESULTS_PATH = True`: `run` is also given
+  `results_path`, where the JSON file goes (None: nowhere), to write
+  other files beside it.
 
 `python -m benchmarks NAME...` and `python -m benchmarks.NAME` both come
 here. The JSON file starts with the provenance (command, date, commit,
@@ -32,6 +38,11 @@ SMOKE_REPEATS = 1
 
 def is_section(name):
     return hasattr(importlib.import_module(f"benchmarks.{name}"), "TABLES")
+
+
+def runs_alone(name):
+    module = importlib.import_module(f"benchmarks.{name}")
+    return getattr(module, "ONE_THREAD", False) or getattr(module, "RUNS_ALONE", False)
 
 
 def results_file(name):
@@ -53,7 +64,8 @@ def parser_for(name):
     )
     parser.add_argument(
         "--json",
-        help=f"where the figures go ({results_file(name)}; none with --smoke)",
+        help=f"where the figures go ({results_file(name) or 'nowhere'} unless given; "
+        "none with --smoke)",
     )
     if hasattr(module, "add_options"):
         module.add_options(parser)
@@ -74,6 +86,9 @@ def main(name, argv=None):
     options = {
         key: value for key, value in vars(args).items() if key not in ("smoke", "repeats", "json")
     }
+    path = args.json or (None if args.smoke else results_file(name))
+    if getattr(module, "WANTS_RESULTS_PATH", False):
+        options["results_path"] = path
     one_thread = getattr(module, "ONE_THREAD", False)
     if one_thread:
         measure.use_threads(1)
@@ -82,7 +97,6 @@ def main(name, argv=None):
     results["load_average_after"] = os.getloadavg()
     print("\n" + report.describe(results["machine"]) + ("; one thread each" if one_thread else ""))
     print_tables(module, results)
-    path = args.json or (None if args.smoke else results_file(name))
     if path:
         write_json(path, results)
         print(f"\nwrote {path}")

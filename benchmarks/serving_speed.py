@@ -5,9 +5,9 @@ out, one thread each.
     python -m benchmarks serving_speed RUN_DIR     # a finished translate run (a Transformer)
     python -m benchmarks serving_speed --smoke     # trains a tiny run first: checks it runs
 
-A section (`benchmarks/section.py`): `--repeats`, and `--json` (by
-default benchmarks/results_serving_speed.json; none with --smoke), as
-every section takes them.
+A section (`benchmarks/section.py`): `--smoke`, `--repeats` and `--json`
+as every section takes them; it writes its figures only where `--json`
+says, and runs alone (it sets TensorFlow's threads).
 
 Three measures:
 1. **Throughput**: sentences per second over the test split's first
@@ -495,6 +495,10 @@ def measure_part(part, run_dir, options):
 
 # The section's tables (`benchmarks/section.py`), from whichever parts ran.
 REPEATS = 3
+# Its figures go only where --json says: a run of some parts must not
+# replace the file of a whole run that the docs quote.
+RESULTS_FILE = None
+RUNS_ALONE = True  # it sets TensorFlow's threads (--threads) before TensorFlow starts
 TABLES = [
     (
         "sentences per second through translate_batch, text in and out (the test "
@@ -586,7 +590,7 @@ def run(smoke, repeats, run_dir=None, part=None, **options):
     measure.use_threads(options["threads"])
     options = {**options, **(SMOKE_SIZES if smoke else {}), "repeats": repeats}
     parts = part or list(PARTS)
-    results = {"threads": options["threads"]}
+    results = {key: options[key] for key in ("threads", "sentences", "opus_mt_sentences")}
     with tempfile.TemporaryDirectory() as folder:
         if smoke:
             from keras_attention.recipes import translate
@@ -612,9 +616,20 @@ def run(smoke, repeats, run_dir=None, part=None, **options):
             *("--contenders-dir", options["contenders_dir"] or str(Path(folder) / "contenders")),
         ]
         for name in parts:
+            print(f"serving_speed: the {name} part, in a process of its own", flush=True)
             output = Path(folder) / f"{name}.json"
             command = [sys.executable, "-m", "benchmarks.serving_speed", str(run_dir)]
-            subprocess.run([*command, *flags, "--part", name, "--json", str(output)], check=True)
+            # Its tables are printed with the others' at the end.
+            process = subprocess.run(
+                [*command, *flags, "--part", name, "--json", str(output)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            if process.returncode != 0:
+                print(process.stdout)
+                raise SystemExit(
+                    f"error: the {name} part failed (exit status {process.returncode})"
+                )
             figures = json.loads(output.read_text())
             results |= {key: figures[key] for key in FIGURES if key in figures}
     return results

@@ -22,15 +22,14 @@ def smoke(tmp_path_factory):
     # oneDNN off, as TensorFlow leaves it by default on AMD CPUs: there its
     # allocator keeps no statistics, and the run must measure memory anyway.
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--smoke", "--json", str(output)]
-        + ["--plots-dir", str(output.parent)],
+        [sys.executable, "-m", "benchmarks.run", "--smoke", "--json", str(output)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
         env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"},
     )
     assert result.returncode == 0, result.stderr[-5000:]
-    for figure in ("attention_memory.png", "sliding_window.png"):  # in --plots-dir
+    for figure in ("attention_memory.png", "sliding_window.png"):  # beside the JSON file
         assert (output.parent / figure).stat().st_size > 0, figure
     return json.loads(output.read_text()), result.stdout
 
@@ -405,6 +404,11 @@ def test_every_section_runs_from_one_runner_with_the_same_flags_and_json(
         runner.main(["decoding", "generation", "--smoke", "--json", str(output)])
     with pytest.raises(SystemExit, match="translation_peer take their own arguments"):
         runner.main(["decoding", "translation_peer", "--smoke"])
+    with pytest.raises(
+        SystemExit,
+        match="threads before it starts, so each runs in a command of its own: serving_speed",
+    ):
+        runner.main(["decoding", "serving_speed", "--smoke"])
     with pytest.raises(SystemExit):
         runner.main(["decoding", "--smoke", "--lengths", "4"])
     assert "unrecognized arguments: --lengths 4" in capsys.readouterr().err
