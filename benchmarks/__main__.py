@@ -15,7 +15,6 @@ several run in one command, but for those that set TensorFlow's threads;
 the others take their own arguments and run one at a time.
 """
 
-import importlib
 import sys
 import textwrap
 
@@ -44,7 +43,7 @@ BENCHMARKS = (
 
 def summary(name):
     """The first sentence of the benchmark's docstring."""
-    module = importlib.import_module(f"benchmarks.{name}")
+    module = section.module_of(name)
     paragraph = " ".join(module.__doc__.strip().split("\n\n")[0].split())
     return paragraph.split(". ")[0].rstrip(".:") + "."
 
@@ -66,7 +65,7 @@ def main(argv=None):
     while argv and argv[0] in BENCHMARKS:
         names.append(argv.pop(0))
     if len(names) == 1 and not section.is_section(names[0]):
-        return importlib.import_module(f"benchmarks.{names[0]}").main(argv)
+        return section.module_of(names[0]).main(argv)
     others = [name for name in names if not section.is_section(name)]
     if others:
         raise SystemExit(

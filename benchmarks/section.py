@@ -36,23 +36,27 @@ import os
 SMOKE_REPEATS = 1
 
 
+def module_of(name):
+    """The benchmark `name`: the module `benchmarks.NAME`."""
+    return importlib.import_module(f"benchmarks.{name}")
+
+
 def is_section(name):
-    return hasattr(importlib.import_module(f"benchmarks.{name}"), "TABLES")
+    return hasattr(module_of(name), "TABLES")
 
 
 def runs_alone(name):
-    module = importlib.import_module(f"benchmarks.{name}")
+    module = module_of(name)
     return getattr(module, "ONE_THREAD", False) or getattr(module, "RUNS_ALONE", False)
 
 
 def results_file(name):
     """Where section `name` writes its figures unless `--json` says."""
-    module = importlib.import_module(f"benchmarks.{name}")
-    return getattr(module, "RESULTS_FILE", f"benchmarks/results_{name}.json")
+    return getattr(module_of(name), "RESULTS_FILE", f"benchmarks/results_{name}.json")
 
 
 def parser_for(name):
-    module = importlib.import_module(f"benchmarks.{name}")
+    module = module_of(name)
     parser = argparse.ArgumentParser(
         prog=f"python -m benchmarks {name}", description=module.__doc__.splitlines()[0]
     )
@@ -78,7 +82,7 @@ def main(name, argv=None):
     from benchmarks import measure, report
     from keras_attention.files import write_json
 
-    module = importlib.import_module(f"benchmarks.{name}")
+    module = module_of(name)
     args = parser_for(name).parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         raise SystemExit(f"error: --repeats must be 1 or more, not {args.repeats}")
