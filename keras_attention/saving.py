@@ -6,6 +6,7 @@ generic "could not be deserialized properly"."""
 import inspect
 
 from keras_attention._version import __version__
+from keras_attention.renamed import RENAMED_ARGUMENTS
 
 VERSION_KEY = "keras_attention_version"
 
@@ -24,8 +25,6 @@ def build_from_config(cls, config, build, known=None):
     name is read under the new one, without a warning, by a class that takes
     the new one (`known`, or its constructors' arguments; an old name may
     mean something else to another class)."""
-    from keras_attention.utils import RENAMED_ARGUMENTS
-
     takes = known if known is not None else arguments_taken(cls)
     config = {
         RENAMED_ARGUMENTS[key] if RENAMED_ARGUMENTS.get(key) in takes else key: value

@@ -21,7 +21,8 @@ from keras_attention.models.zoo_model import (
     pop_dtype_policy,
     resolve_preset,
 )
-from keras_attention.utils import check_choice, check_positive_int, renamed_argument
+from keras_attention.renamed import renamed_argument
+from keras_attention.utils import check_choice, check_positive_int
 
 PRESETS = {
     "tiny": dict(num_layers=2, model_dim=64, num_heads=4, intermediate_dim=256, dropout=0.1),

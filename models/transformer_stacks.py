@@ -18,13 +18,8 @@ from keras_attention.layers import (
     normalization_layer,
 )
 from keras_attention.models.zoo_model import padding_mask
-from keras_attention.utils import (
-    RENAMED_ARGUMENTS,
-    Layer,
-    check_positive_int,
-    pack_outputs,
-    renamed_argument,
-)
+from keras_attention.renamed import RENAMED_ARGUMENTS, renamed_argument
+from keras_attention.utils import Layer, check_positive_int, pack_outputs
 
 
 @dataclasses.dataclass(frozen=True)

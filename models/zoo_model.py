@@ -6,8 +6,9 @@ import inspect
 import keras
 from keras import ops
 
+from keras_attention.renamed import renamed_arguments
 from keras_attention.saving import build_from_config, versioned
-from keras_attention.utils import PAD_ID, check_choice, renamed_arguments
+from keras_attention.utils import PAD_ID, check_choice
 
 
 def resolve_preset(presets, preset, overrides, model_class=None):

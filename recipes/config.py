@@ -18,7 +18,7 @@ from keras_attention.recipes import jax_job, resume
 from keras_attention.recipes.run_export import ExportFailed
 from keras_attention.recipes.strategy import STRATEGIES, check_backend_options
 from keras_attention.recipes.time_budget import TimeBudgetTooShort
-from keras_attention.renamed_flags import warn_of_renamed_flags
+from keras_attention.renamed import warn_of_renamed_flags
 from keras_attention.utils import check_choice
 
 SCHEDULES = ("constant", "warmup")

@@ -8,11 +8,11 @@ import dataclasses
 
 from keras import ops, tree
 
+from keras_attention.renamed import renamed_argument
 from keras_attention.utils import (
     NEG_INF,
     PAD_ID,
     check_positive_int,
-    renamed_argument,
     slice_update,
     tensorflow_kernels_are_faster,
 )

@@ -27,8 +27,9 @@ from keras_attention.export.layout import (
     write_warmup_requests,
 )
 from keras_attention.export.signatures import MAX_BEAM_SIZE, make_server
+from keras_attention.renamed import renamed_argument
 from keras_attention.tasks import ExportSettings
-from keras_attention.utils import check_number, check_positive_int, renamed_argument
+from keras_attention.utils import check_number, check_positive_int
 
 __all__ = [
     "MAX_BEAM_SIZE",

@@ -172,7 +172,7 @@ def parse_arguments(argv):
         help=argparse.SUPPRESS,
     )
     args = parser.parse_args(argv)
-    from keras_attention.renamed_flags import warn_of_renamed_flags
+    from keras_attention.renamed import warn_of_renamed_flags
 
     warn_of_renamed_flags(sys.argv[1:] if argv is None else argv, RENAMED)
     if args.format == "saved_model":

@@ -21,7 +21,7 @@ import urllib.request
 
 import numpy as np
 
-from keras_attention.renamed_flags import warn_of_renamed_flags
+from keras_attention.renamed import warn_of_renamed_flags
 
 REST_PORT, GRPC_PORT = 8501, 8500
 # The signature that takes per-request options, by the name of the text input.

@@ -12,13 +12,13 @@ from keras import ops
 from keras_attention.layers._attention import scaled_dot_product_attention, window_mask
 from keras_attention.layers._chunked_attention import chunked_attention
 from keras_attention.layers.dropout import Dropout
+from keras_attention.renamed import renamed_argument
 from keras_attention.utils import (
     Layer,
     check_bool,
     check_positive_int,
     check_rate,
     clone_initializer,
-    renamed_argument,
 )
 
 

@@ -9,6 +9,7 @@ import keras
 from keras_attention.layers._multi_head import check_attention_options
 from keras_attention.layers.dropout import Dropout
 from keras_attention.layers.multi_head_self_attention import check_positions
+from keras_attention.renamed import renamed_argument
 from keras_attention.utils import (
     Layer,
     check_bool,
@@ -16,7 +17,6 @@ from keras_attention.utils import (
     check_positive_int,
     check_rate,
     clone_initializer,
-    renamed_argument,
 )
 
 NORMALIZATIONS = ("layer_norm", "rms_norm")

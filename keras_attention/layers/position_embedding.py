@@ -2,8 +2,9 @@ import keras
 from keras import ops
 
 from keras_attention.layers.positional_encoding import check_length_fits
+from keras_attention.renamed import renamed_argument
 from keras_attention.saving import build_from_config
-from keras_attention.utils import check_positive_int, renamed_argument
+from keras_attention.utils import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

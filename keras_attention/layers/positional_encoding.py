@@ -3,8 +3,9 @@ import math
 import keras
 from keras import ops
 
+from keras_attention.renamed import renamed_argument
 from keras_attention.saving import build_from_config
-from keras_attention.utils import check_choice, check_positive_int, renamed_argument
+from keras_attention.utils import check_choice, check_positive_int
 
 LAYOUTS = ("interleaved", "halves")
 
