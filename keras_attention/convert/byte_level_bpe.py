@@ -13,7 +13,7 @@ converted.
 """
 
 from keras_attention.convert.checkpoint import CheckpointError, read_json
-from keras_attention.data.byte_level_bpe import split_pattern
+from keras_attention.data.tokenizers.byte_level_bpe import split_pattern
 
 # The regex of `tokenizers`' ByteLevel pre-tokenizer with `use_regex: true`
 # (tokenizers/src/pre_tokenizers/byte_level.rs): part of that pre-tokenizer,
@@ -202,7 +202,7 @@ def make_tokenizer(read, id_map):
     """The `ByteLevelBPETokenizer` of `read` (`read_byte_level_bpe`'s) in our
     id order (`id_map`)."""
     from keras_attention.convert.ids import NO_ID, pieces
-    from keras_attention.data.byte_level_bpe import ByteLevelBPETokenizer
+    from keras_attention.data.tokenizers.byte_level_bpe import ByteLevelBPETokenizer
 
     ours = {i: our for our, i in enumerate(id_map) if i != NO_ID}
     return ByteLevelBPETokenizer(

@@ -23,8 +23,8 @@ from convert_helpers import (
 from keras_attention import decoding
 from keras_attention.convert import from_huggingface
 from keras_attention.convert.checkpoint import read_safetensors
-from keras_attention.data.byte_level_bpe import pre_tokenize, split_pattern
 from keras_attention.data.tokenizers import END_ID, START_ID, prompt_starts
+from keras_attention.data.tokenizers.byte_level_bpe import pre_tokenize, split_pattern
 
 NAMES = ["gpt2", "qwen2", "llama3"]
 

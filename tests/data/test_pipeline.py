@@ -155,8 +155,8 @@ def test_a_tokenizer_whose_prompts_start_with_no_token_trains_without_one(pack):
     """GPT-2's and Qwen2's texts start with their first token, as the
     export's prompts do: no start id in, the text's tokens and the end id
     out."""
-    from keras_attention.data.byte_level_bpe import ByteLevelBPETokenizer
     from keras_attention.data.tokenizers import RESERVED
+    from keras_attention.data.tokenizers.byte_level_bpe import ByteLevelBPETokenizer
 
     tokenizer = ByteLevelBPETokenizer(
         [*RESERVED, "a", "b", "Ġ"], [], r" ?\p{L}+|\s+", add_start=False

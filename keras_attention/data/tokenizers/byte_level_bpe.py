@@ -38,7 +38,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_attention.data.tokenizers import RESERVED, UNKNOWN_ID, _before_end
+from keras_attention.data.tokenizers.wordpiece import RESERVED, UNKNOWN_ID, _before_end
 
 # Unicode's White_Space characters: Oniguruma's `\s` (RE2's `\s` is ASCII).
 WHITE_SPACE = (

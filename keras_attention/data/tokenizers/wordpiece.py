@@ -652,7 +652,7 @@ def prompt_starts(tokenizer):
 def tokenizer_kinds():
     """`{kind: class}` of the tokenisers a run folder may name (its
     config.json's "tokenizer")."""
-    from keras_attention.data.byte_level_bpe import ByteLevelBPETokenizer
+    from keras_attention.data.tokenizers.byte_level_bpe import ByteLevelBPETokenizer
 
     return {
         "character": CharacterTokenizer,

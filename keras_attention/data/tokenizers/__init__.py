@@ -1,0 +1,37 @@
+"""Tokenisers that run inside the TensorFlow graph (the former
+`keras_attention/data/tokenizers.py`, now in `wordpiece.py` while it is
+split into a file per tokeniser)."""
+
+from keras_attention.data.tokenizers.wordpiece import (  # noqa: F401
+    BERT_DROPPED,
+    BERT_WHITESPACE,
+    END,
+    END_ID,
+    PAD,
+    PAD_ID,
+    RESERVED,
+    START,
+    START_ID,
+    TOKENIZERS,
+    UNKNOWN,
+    UNKNOWN_ID,
+    WORD_BOUNDARY,
+    CharacterTokenizer,
+    MappedSubwordTokenizer,
+    SentencePieceOps,
+    SubwordTokenizer,
+    WordPieceTokenizer,
+    _before_end,
+    _first,
+    _join_pieces,
+    _named_model_resource,
+    _without_reserved,
+    load_run_tokenizer,
+    padded,
+    pair_token_ids,
+    prompt_starts,
+    repair_utf8,
+    token_ids,
+    tokenizer_kind,
+    tokenizer_kinds,
+)
