@@ -38,7 +38,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_attention.data.tokenizers.wordpiece import RESERVED, UNKNOWN_ID, _before_end
+from keras_attention.data.tokenizers._common import RESERVED, _before_end
+from keras_attention.utils import UNKNOWN_ID
 
 # Unicode's White_Space characters: Oniguruma's `\s` (RE2's `\s` is ASCII).
 WHITE_SPACE = (
