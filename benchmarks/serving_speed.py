@@ -158,12 +158,12 @@ def request(texts, beam_size, options):
     """A `translate_batch` request as numpy arrays: `texts`, no target
     prefix or suppressed sequence, and every option per row, CTranslate2's
     default unless `options` or `beam_size` give it."""
-    from keras_attention.export import translate_batch
+    from keras_attention.export.servers import translation
 
     size = len(texts)
     inputs = {"text": np.array(texts, object), "target_prefix": np.array([""] * size, object)}
     inputs["suppress_sequences"] = np.array([[""]] * size, object)
-    for name, (dtype, default) in translate_batch.OPTIONS.items():
+    for name, (dtype, default) in translation.OPTIONS.items():
         value = beam_size if name == "beam_size" else options.get(name, default)
         inputs[name] = np.full([size], value, dtype.as_numpy_dtype)
     return inputs

@@ -155,14 +155,14 @@ def batch_inputs(texts, rows=None, **options):
     """`translate_batch`'s inputs for `texts`: CTranslate2's defaults, or
     per row the values given (one list per option). `rows`: how many
     values each option has (default: one per text)."""
-    from keras_attention.export import translate_batch
+    from keras_attention.export.servers import translation
 
     n = len(texts) if rows is None else rows
     inputs = {"text": as_bytes(texts)}
-    for name, default in translate_batch.defaults().items():
+    for name, default in translation.defaults().items():
         values = options.get(name, [default] * n)
-        if name in translate_batch.OPTIONS:
-            dtype = translate_batch.OPTIONS[name][0].as_numpy_dtype
+        if name in translation.OPTIONS:
+            dtype = translation.OPTIONS[name][0].as_numpy_dtype
             inputs[name] = np.array(values, dtype=dtype).reshape([n])
         elif name == "suppress_sequences":  # [B, S]
             inputs[name] = np.array(values, dtype=object).reshape([n, -1] if n else [0, 1])

@@ -6,7 +6,7 @@
     # serving/dates/1/ : saved_model.pb, variables/, assets.extra/
 
 `export_model` writes `BASE/NAME/VERSION/` (the next free version unless one
-is given) atomically, with the signatures of `signatures.py`, TF Serving
+is given) atomically, with the signatures of its task's server (`servers/`), TF Serving
 warm-up requests, and `assets.extra/keras_attention.json` (what was exported
 and how). The SavedModel loads with only `tensorflow` and
 `tensorflow_text` imported: `tf.saved_model.load(path).signatures[...]`.
@@ -26,7 +26,7 @@ from keras_attention.export.layout import (
     write_version,
     write_warmup_requests,
 )
-from keras_attention.export.signatures import MAX_BEAM_SIZE, make_server
+from keras_attention.export.servers import MAX_BEAM_SIZE, make_server
 from keras_attention.renamed import renamed_argument
 from keras_attention.tasks import ExportSettings
 from keras_attention.utils import check_number, check_positive_int

@@ -4,12 +4,13 @@ completing text lives here, once, and nowhere else compares task names.
     from keras_attention.tasks import ExportSettings, task_of
     task = task_of(model)            # from the model's `task` attribute
     task.sides                       # its tokenizers: ("source", "target") or ("text",)
-    server = task.server(model, tokenizers, ExportSettings(48))  # the export's signatures
     answer = task.explore(explorer, ids)  # the explorer's answer
 
 Each model of the zoo names its task (`Transformer.task == "translation"`).
 The export, the explorer, the convert command and the CTranslate2 export
-ask the task; a new task is one new class here plus its builder.
+ask the task; a new task is one new class here, its builder, and its
+server in `keras_attention/export/servers/`. This package imports nothing
+from `export/` (tasks sit below it).
 """
 
 from keras_attention.tasks.base import ExportSettings, Task

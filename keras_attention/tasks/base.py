@@ -25,8 +25,9 @@ class ExportSettings:
 
 
 class Task:
-    """A task: which tokenizers its runs have, what its export serves and
-    what the explorer shows of it.
+    """A task: which tokenizers its runs have, what its export needs and
+    what the explorer shows of it (its export's server is
+    `keras_attention.export.servers`').
 
     Attributes:
         name: the name the models carry (`model.task`) and runs record.
@@ -54,24 +55,9 @@ class Task:
         read from a finished run's `config` and files."""
         return {}
 
-    def server(self, model, tokenizers, settings):
-        """The export's `tf.Module` with its signatures (see
-        `keras_attention.export.export_model` for the arguments);
-        `tokenizers` maps each of `sides` to its tokenizer."""
-        raise NotImplementedError
-
     def explore(self, explorer, ids, beam_size=None):
         """The explorer's answer for `ids` `[1, S]` (the text's ids)."""
         raise NotImplementedError
-
-
-def refuse_jit_compile(jit_compile, model):
-    """For a task whose export has no search to compile with XLA."""
-    if jit_compile:
-        raise ValueError(
-            "`jit_compile=True` is for translation and language models (an XLA-compiled "
-            f"search). Received a {type(model).__name__}"
-        )
 
 
 def before_end(ids):

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from keras_attention.tasks.base import Task, refuse_jit_compile
+from keras_attention.tasks.base import Task
 
 
 class Classification(Task):
@@ -14,20 +14,6 @@ class Classification(Task):
 
     def export_arguments(self, config, files):
         return {"label_names": json.loads(files.labels.read_text())}
-
-    def server(self, model, tokenizers, settings):
-        from keras_attention.export.signatures import ClassificationServer
-
-        refuse_jit_compile(settings.jit_compile, model)
-        label_names = settings.label_names
-        if label_names is None or len(label_names) != model.num_classes:
-            raise ValueError(
-                f"A classifier with {model.num_classes} classes needs as many "
-                f"`label_names`. Received: label_names={label_names!r}"
-            )
-        return ClassificationServer(
-            model, tokenizers["text"], settings.max_input_length, label_names
-        )
 
     def explore(self, explorer, ids, beam_size=None):
         logits = np.asarray(explorer.logits(ids))[0]

@@ -19,11 +19,6 @@ class LanguageModeling(Task):
     def export_arguments(self, config, files):
         return {"beam_size": config.get("beam_size") or 1}
 
-    def server(self, model, tokenizers, settings):
-        from keras_attention.export.signatures import LanguageModelServer
-
-        return LanguageModelServer(model, tokenizers["text"], settings)
-
     def explore(self, explorer, ids, beam_size=None):
         start = [START_ID] if prompt_starts(explorer.tokenizers["text"]) else []
         prompt = np.concatenate([start, ids[0][ids[0] != 0]])[None].astype("int32")

@@ -23,11 +23,6 @@ class Translation(Task):
     def export_arguments(self, config, files):
         return {"beam_size": config.get("beam_size") or 1}
 
-    def server(self, model, tokenizers, settings):
-        from keras_attention.export.signatures import TranslationServer
-
-        return TranslationServer(model, tokenizers["source"], tokenizers["target"], settings)
-
     def explore(self, explorer, ids, beam_size=None):
         if beam_size is None:
             beam_size = int(explorer.config.get("beam_size") or 1)

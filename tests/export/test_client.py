@@ -123,10 +123,10 @@ def test_generate_batch_over_rest_rows_and_grpc(exports, server):
     option, one object a prompt (beam search's n-best list, and a sample
     without the prompt); the answers of `Generator` on the same export."""
     from keras_attention import Generator
-    from keras_attention.export import generate_batch
+    from keras_attention.export.servers import language_model
 
     rest, grpc = server
-    defaults = generate_batch.defaults()
+    defaults = language_model.defaults()
     rows = [
         {**defaults, "prompt": "1234", "beam_size": 2, "num_hypotheses": 2, "max_length": 6},
         {
@@ -162,20 +162,20 @@ def test_generate_batch_defaults_are_ctranslate2s_and_one_value_serves_every_pro
     once the answer of the same values sent per prompt."""
     from tensorflow.core.protobuf import saved_model_pb2
 
-    from keras_attention.export import generate_batch
+    from keras_attention.export.servers import language_model
 
     saved = saved_model_pb2.SavedModel.FromString(
         (exports.language_model_path / "saved_model.pb").read_bytes()
     )
     recorded = saved.meta_graphs[0].signature_def["generate_batch"].defaults
     recorded = {name: tf.make_ndarray(value).tolist() for name, value in recorded.items()}
-    expected = {name: [value] for name, (_, value) in generate_batch.OPTIONS.items()}
+    expected = {name: [value] for name, (_, value) in language_model.OPTIONS.items()}
     assert recorded == {**expected, "suppress_sequences": [[b""]]}
     assert expected["beam_size"] == [1] and expected["max_length"] == [512]
     rest, grpc = server
     prompts = ["1234", "98", ""]
     every_default = {
-        name: [value] * len(prompts) for name, value in generate_batch.defaults().items()
+        name: [value] * len(prompts) for name, value in language_model.defaults().items()
     }
     pairs = [
         ({"prompt": prompts}, {"prompt": prompts, **every_default}),

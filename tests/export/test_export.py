@@ -24,7 +24,7 @@ from export_helpers import (
 
 from keras_attention import decoding, export
 from keras_attention.data.tokenizers import START_ID
-from keras_attention.export import generate_batch
+from keras_attention.export.servers import language_model
 
 
 def answers(served, path):
@@ -117,7 +117,7 @@ def test_signatures_inputs_and_outputs(exports, served):
     assert lm["serving_default"]["outputs"] == lm["complete_by_sampling"]["outputs"]
     assert lm["serving_default"]["outputs"] == ["completion"]
     assert lm["generate_batch"]["inputs"] == sorted(
-        ["prompt", "suppress_sequences", *generate_batch.OPTIONS]
+        ["prompt", "suppress_sequences", *language_model.OPTIONS]
     )
     assert lm["generate_batch"]["outputs"] == ["scores", "sequences", "tokens"]
     assert lm["score_batch"]["inputs"] == ["text"]
@@ -652,14 +652,14 @@ def test_translate_batch_defaults_are_ctranslate2s_and_one_value_serves_every_te
     options sent once the answer of the same values sent per text."""
     from tensorflow.core.protobuf import saved_model_pb2
 
-    from keras_attention.export import translate_batch
+    from keras_attention.export.servers import translation
 
     saved = saved_model_pb2.SavedModel.FromString(
         (exports.translator_v1 / "saved_model.pb").read_bytes()
     )
     recorded = saved.meta_graphs[0].signature_def["translate_batch"].defaults
     recorded = {name: tf.make_ndarray(value).tolist() for name, value in recorded.items()}
-    expected = {name: [value] for name, (_, value) in translate_batch.OPTIONS.items()}
+    expected = {name: [value] for name, (_, value) in translation.OPTIONS.items()}
     assert recorded == {**expected, "target_prefix": [b""], "suppress_sequences": [[b""]]}
     assert expected["beam_size"] == [2] and expected["max_decoding_length"] == [256]
     text_only, one_for_all, per_text = answers(served, exports.translator_v1)[-8:-5]

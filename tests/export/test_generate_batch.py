@@ -17,7 +17,7 @@ from export_helpers import assert_row_answers_as_alone
 from keras_attention import decoding
 from keras_attention.convert import from_huggingface
 from keras_attention.export.ctranslate2_model import export_ctranslate2
-from keras_attention.export.generate_batch import prompt_ids
+from keras_attention.export.servers.language_model import prompt_ids
 from keras_attention.utils import END_ID, PAD_ID, START_ID
 
 # Large: two checkpoints converted and compared with CTranslate2 option by
@@ -375,15 +375,15 @@ def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
     continue, and its result is "" scored 0 (CTranslate2 refuses it); the
     other rows answer as `decoding.generate` does, the continuation within
     the learned positions."""
-    from keras_attention.export import generate_batch
+    from keras_attention.export.servers import language_model
 
     converted = from_huggingface(FIXTURES / "gpt2")
     model, tokenizer = converted.model, converted.tokenizers["text"]
-    signature = generate_batch.generate_batch(model, tokenizer, 64).get_concrete_function()
+    signature = language_model.generate_batch(model, tokenizer, 64).get_concrete_function()
     texts = ["", "the red cat", "a small house"]
     inputs = {
         name: tf.constant([default] * len(texts), dtype)
-        for name, (dtype, default) in generate_batch.OPTIONS.items()
+        for name, (dtype, default) in language_model.OPTIONS.items()
     }
     inputs["max_length"] = tf.constant([MAX_LENGTH, MAX_LENGTH, 1000])  # past the positions
     # (In the order of the signature's inputs: the prompt, the options,

@@ -16,8 +16,8 @@ from export_helpers import ask_a_fresh_process
 
 from keras_attention import Generator, decoding
 from keras_attention.convert import convert, from_huggingface
-from keras_attention.export import generate_batch
-from keras_attention.export.generate_batch import prompt_ids
+from keras_attention.export.servers import language_model
+from keras_attention.export.servers.language_model import prompt_ids
 from keras_attention.utils import END_ID, PAD_ID
 
 pytestmark = pytest.mark.large  # converts and exports a model, starts processes
@@ -90,7 +90,7 @@ def request(texts, **options):
         "prompt": np.array([t.encode() for t in texts], dtype=object),
         "suppress_sequences": np.full((len(texts), 1), b"", dtype=object),
     }
-    for name, (dtype, default) in generate_batch.OPTIONS.items():
+    for name, (dtype, default) in language_model.OPTIONS.items():
         value = options.get(name, default)
         values = value if isinstance(value, list) else [value] * len(texts)
         inputs[name] = np.array(values, dtype.as_numpy_dtype)

@@ -1,6 +1,10 @@
-"""The `generate_batch` and `score_batch` signatures of a language model's
-export: CTranslate2's `Generator.generate_batch` and `score_batch`, with
-text in and text out, every option a `[B]` input.
+"""A language model's export (`TransformerLM`): its server with every
+signature it serves, the older ones and CTranslate2's `Generator`'s
+`generate_batch` and `score_batch`.
+
+`generate_batch` is CTranslate2's `Generator.generate_batch` and
+`score_batch` its `score_batch`, with text in and text out, every option a
+`[B]` input.
 
 `generate_batch` inputs (B prompts; every option one value per prompt, or
 one value `[1]` for them all; a request may leave any option out, and TF
@@ -45,7 +49,7 @@ A model with learned positions stops where they end. An empty prompt of a
 model whose prompts have no start token (GPT-2's) has no token to start
 from: its result is "", scored 0 (CTranslate2 refuses it). Out-of-range
 options fail the request with an InvalidArgument error naming the option,
-the row and its value (`translate_batch.check_options`).
+the row and its value (`check_options`).
 
 `score_batch`: `text` string `[B]` -> `tokens` string `[B, T]` (each
 text's tokens after the first: the start token is read, not scored, as
@@ -58,15 +62,26 @@ none.
 import tensorflow as tf
 
 from keras_attention import decoding
+from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
 from keras_attention.decoding.options import GENERATION_NAMES
-from keras_attention.export import translate_batch
-from keras_attention.export.translate_batch import (
+from keras_attention.export.servers.base import (
+    MAX_DECODING_LENGTH,
+    PER_ROW_FLOAT,
+    PER_ROW_INT,
+    TEXTS,
+    Server,
     answers_and_groups,
+    beam_search,
     by_groups,
     check_options,
+    check_per_row,
+    decode_by_options,
     per_text,
+    sample,
+    tokenize_signature,
     with_defaults,
+    within_limits,
 )
 
 # Option input -> (dtype, CTranslate2's `generate_batch` default).
@@ -112,6 +127,183 @@ def prompt_ids(tokenizer, texts, max_input_length):
     return tf.concat([start, ids], axis=1)  # <s> x1 .. xn
 
 
+class LanguageModelServer(Server):
+    """Signatures of a `TransformerLM`:
+
+    - `serving_default`: `prompt` `[B]` -> `completion` `[B]`, the text
+      generated after each prompt, with the export's beam size (1: greedy)
+      and maximum length;
+    - `complete_with_options`: `prompt`, `beam_size` and
+      `max_decoding_length`, all `[B]` -> `completion` `[B]`, each row
+      with its own options;
+    - `complete_by_sampling`: `prompt`, `max_decoding_length`, `temperature`,
+      `top_k`, `top_p` and `seed`, all `[B]` -> `completion` `[B]`: each
+      row sampled with its own options from its own seed (the same seed,
+      the same completion, whatever else is in the batch). `temperature`
+      <= 0 decodes greedily; `top_k` 0 and `top_p` 0 or 1 set no limit;
+    - `generate_batch` and `score_batch`: CTranslate2's `Generator`'s
+      (below); `tokenize`, as a
+      translator's (`tokenize_signature`), each prompt's text tokens.
+
+    With `jit_compile=True` the search with the export's beam size and
+    maximum length (`serving_default`'s, and `complete_with_options`' rows
+    that ask for those) is compiled by XLA, prompts padded to a few
+    lengths, as a translator's is (`generate_batch` runs as a plain
+    graph). Only for a model whose positions do not end (rotary, ALiBi,
+    sinusoidal): with learned positions each row's room differs, which XLA
+    cannot compile as one program.
+    """
+
+    text_input = "prompt"
+    server_name = "language_model_server"
+
+    def __init__(self, model, tokenizers, settings):
+        tokenizer = tokenizers["text"]
+        max_input_length, decoding_limit = settings.max_input_length, settings.decoding_length
+        beam_size = export_beam_size = settings.beam_size
+        jit_compile = settings.jit_compile
+        penalty = settings.length_penalty  # (None: beam search's own)
+        # Learned positions end somewhere: <s>, the prompt and what is
+        # generated must fit in the model's `max_position_embeddings`.
+        positions = model.max_position_embeddings
+        if jit_compile and positions is not None:
+            raise ValueError(
+                "`jit_compile=True` needs a language model whose positions do not end "
+                f"(rotary, ALiBi, sinusoidal); this one learned {positions} positions"
+            )
+        prompt_limit = (
+            max_input_length if positions is None else min(max_input_length, positions - 2)
+        )
+        buckets = length_buckets(prompt_limit + 1)  # <s> and the prompt
+        self.option_inputs = {
+            "complete_with_options": {
+                "beam_size": beam_size,
+                "max_decoding_length": decoding_limit,
+            },
+            "complete_by_sampling": {
+                "max_decoding_length": decoding_limit,
+                "temperature": 1.0,
+                "top_k": 0,
+                "top_p": 1.0,
+                "seed": 0,
+            },
+            # CTranslate2's defaults, but the export's length: a short warm-up.
+            "generate_batch": defaults() | {"max_length": decoding_limit},
+            "score_batch": {},
+            "tokenize": {},
+        }
+        self.text_inputs = {"score_batch": "text", "tokenize": "text"}
+
+        def complete(prompt, length, decode):
+            """`decode(prompt ids [B, P], new tokens per row [B])` -> ids."""
+            ids = prompt_ids(tokenizer, prompt, prompt_limit)
+            prompt_length = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
+            new_tokens = length + tf.zeros_like(prompt_length)  # [B]
+            if positions is not None:
+                # Each row's own room, so the answer does not depend on the
+                # longest prompt of the batch.
+                new_tokens = tf.minimum(new_tokens, positions - prompt_length)
+            ids = decode(ids, new_tokens)
+            # Each row is its prompt then its completion: keep what follows the prompt.
+            generated = tf.range(tf.shape(ids)[1])[None, :] >= prompt_length[:, None]
+            completion = tf.ragged.boolean_mask(ids, generated).to_tensor()
+            return tokenizer.detokenize(completion)
+
+        def search(beam_size):
+            def decode(prompt_ids, new_tokens):
+                return beam_search(
+                    model, prompt_ids, new_tokens, beam_size=beam_size, length_penalty=penalty
+                )[0]
+
+            return decode
+
+        @tf.function(jit_compile=True)
+        def compiled_search(prompt_ids):
+            # Every row may take the export's `max_decoding_length`
+            # (positions do not end), a number XLA compiles into the program.
+            return beam_search(
+                model,
+                prompt_ids,
+                decoding_limit,
+                beam_size=export_beam_size,
+                length_penalty=penalty,
+            )[0]
+
+        @tf.function  # traced once, shared by the signatures that use it
+        def export_search(prompt_ids, new_tokens):
+            """The search with the export's options: under XLA if asked."""
+            if jit_compile:
+                return compiled_search(pad_to_bucket(prompt_ids, buckets))
+            return search(beam_size)(prompt_ids, new_tokens)
+
+        @tf.function(input_signature=[TEXTS])
+        def serving_default(prompt):
+            return {"completion": complete(prompt, decoding_limit, export_search)}
+
+        @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
+        def complete_with_options(prompt, beam_size, max_decoding_length):
+            def complete_group(prompt, options):
+                beams, length = options[0], options[1]
+                if not jit_compile:
+                    return complete(prompt, length, search(beams))
+
+                def decode(prompt_ids, new_tokens):
+                    return tf.cond(
+                        (beams == export_beam_size) & (length == decoding_limit),
+                        lambda: export_search(prompt_ids, new_tokens),
+                        lambda: search(beams)(prompt_ids, new_tokens),
+                    )
+
+                return complete(prompt, length, decode)
+
+            length, checks = within_limits(
+                "complete_with_options", beam_size, max_decoding_length, decoding_limit
+            )
+            with tf.control_dependencies(checks):
+                completion = decode_by_options(prompt, [beam_size, length], complete_group)
+            return {"completion": completion}
+
+        @tf.function(
+            input_signature=[
+                TEXTS,
+                PER_ROW_INT,
+                PER_ROW_FLOAT,
+                PER_ROW_INT,
+                PER_ROW_FLOAT,
+                PER_ROW_INT,
+            ]
+        )
+        def complete_by_sampling(prompt, max_decoding_length, temperature, top_k, top_p, seed):
+            options = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
+            check_per_row(prompt, [max_decoding_length, *options.values()])
+
+            def sample_rows(prompt_ids, new_tokens):
+                # One value per row each: no grouping needed, every row
+                # samples from its own seed with its own filters.
+                return sample(model, prompt_ids, new_tokens, **options)
+
+            length, checks = within_limits(
+                "complete_by_sampling", None, max_decoding_length, decoding_limit
+            )
+            with tf.control_dependencies(checks):
+                completion = complete(prompt, length, sample_rows)
+            return {"completion": completion}
+
+        super().__init__(
+            [tokenizer],
+            {
+                "serving_default": serving_default,
+                "complete_with_options": complete_with_options,
+                "complete_by_sampling": complete_by_sampling,
+                "generate_batch": generate_batch(model, tokenizer, prompt_limit),
+                "score_batch": score_batch(model, tokenizer, prompt_limit),
+                "tokenize": tokenize_signature(tokenizer),
+            },
+            name=self.server_name,
+            with_defaults=["generate_batch"],
+        )
+
+
 def generate_batch(model, tokenizer, prompt_limit):
     """The signature's `tf.function`, for `tf.saved_model.save`.
     `prompt_limit`: the most tokens of a prompt's text that are read."""
@@ -120,7 +312,7 @@ def generate_batch(model, tokenizer, prompt_limit):
 
     def sequence_ids(texts):
         """Strings `[n]` -> ids `[n, M]`, 0-padded, no end id."""
-        ids = token_ids(tokenizer, texts, translate_batch.MAX_DECODING_LENGTH)
+        ids = token_ids(tokenizer, texts, MAX_DECODING_LENGTH)
         return tf.where(ids == END_ID, PAD_ID, ids)
 
     @tf.function(input_signature=INPUTS)

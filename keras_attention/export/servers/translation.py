@@ -1,6 +1,9 @@
-"""The `translate_batch` and `score_batch` signatures of a translator's
-export: CTranslate2's `translate_batch`, with text in and text out, every
-option a `[B]` input; and its `score_batch`.
+"""A translator's export (`Transformer`, `Seq2SeqAttention`): its server
+with every signature it serves, the older ones and CTranslate2's
+`translate_batch` and `score_batch`.
+
+`translate_batch` is CTranslate2's `translate_batch`, with text in and
+text out, every option a `[B]` input; `score_batch` is its `score_batch`.
 
 `score_batch`: `source` and `target`, string `[B]` -> `tokens` string
 `[B, T]` (each target's tokens and `</s>`, "" padded), `log_probs` float32
@@ -60,27 +63,29 @@ the other signatures.
 """
 
 import dataclasses
-import inspect
 
 import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.pipeline import bucket_of, length_buckets, pad_to_bucket
-from keras_attention.data.tokenizers import (
-    END_ID,
-    PAD_ID,
-    UNKNOWN_ID,
-    repair_utf8,
-    token_ids,
+from keras_attention.data.tokenizers import END_ID, PAD_ID, UNKNOWN_ID, repair_utf8, token_ids
+from keras_attention.decoding import cross_attention
+from keras_attention.export.servers.base import (
+    MAX_DECODING_LENGTH,
+    PER_ROW_INT,
+    TEXTS,
+    Server,
+    answers_and_groups,
+    beam_search,
+    by_groups,
+    check_options,
+    decode_by_options,
+    per_text,
+    token_strings,
+    tokenize_signature,
+    with_defaults,
+    within_limits,
 )
-
-MAX_BEAM_SIZE = 16  # the most beams a request may ask for, in every signature
-# The most tokens a request may ask for: a bound on the buffers one request
-# makes the server allocate.
-MAX_DECODING_LENGTH = 1024
-# The most draws of one prompt a request may ask for (`num_hypotheses` with
-# sampling): each is a row of the search.
-MAX_DRAWS = 64
 
 # Option input -> (dtype, CTranslate2's default).
 OPTIONS = {
@@ -110,163 +115,130 @@ def defaults():
     return {**{name: default for name, (_, default) in OPTIONS.items()}, **TEXT_OPTIONS}
 
 
-def per_text(text, options, signature="translate_batch"):
-    """`options` with one value per text: an option sent (or defaulted) as
-    one value `[1]` (`[1, S]`) repeated for each text. Fails the request,
-    naming the signature and the option, unless each has one value per
-    text or one."""
-    batch_size = tf.shape(text)[0]
-    repeated = {}
-    for name, value in options.items():
-        rows = tf.shape(value)[0]
-        check = tf.debugging.Assert(
-            (rows == batch_size) | (rows == 1),
-            [f"{signature}: `{name}` needs one value per text (or one for all); got", rows],
-        )
-        with tf.control_dependencies([check]):
-            shape = tf.concat([[batch_size], tf.shape(value)[1:]], 0)
-            repeated[name] = tf.broadcast_to(value, shape)
-    return repeated
+class TranslationServer(Server):
+    """Signatures of an encoder-decoder (`Transformer`, `Seq2SeqAttention`).
 
+    - `serving_default`: `text` `[B]` -> `translation` `[B]`, decoded with
+      the export's beam size and maximum length.
+    - `translate_with_attention`: the same, plus `source_tokens` `[B, S]`,
+      `target_tokens` `[B, T]` ("" for padding) and `attention`
+      `[B, H, T, S]`, the last decoder layer's cross-attention weights per
+      head (H = 1 for the RNN): row t is what output token t attended to.
+    - `translate_with_options`: `text`, `beam_size` and
+      `max_decoding_length`, all `[B]` -> `translation` `[B]`, each row
+      with its own options.
+    - `translate_batch` and `score_batch`: CTranslate2's
+      (below).
+    - `tokenize`: `text` `[B]` -> `tokens` `[B, S]` (each text's source
+      tokens, "" for padding; the model reads the first
+      `max_input_length`) and their number, `length` `[B]` (what a
+      `Translator` cuts batches of tokens by, and what `python -m
+      keras_attention.translate` warns of when it is over
+      `max_input_length`).
 
-def check_options(text, options, signature="translate_batch", names=None):
-    """Fails the request, naming the option, the row and the value, unless
-    every option has one value per text within its range.
-
-    Args:
-        text: string `[B]`, the texts.
-        options: input name -> its values `[B, ...]`.
-        signature: the signature's name, which the messages start with.
-        names: `DecodingOptions` field -> the name of its input, where
-            they differ (a `generate_batch`'s `max_length` is
-            `max_decoding_length`). The sampling options are checked
-            where the signature has them.
+    With `jit_compile=True` the search with the export's beam size and
+    maximum length (every signature's, and `translate_with_options`' rows
+    that ask for those) is compiled by XLA, its sources padded to a few
+    lengths (`length_buckets`) so that each batch size compiles a few
+    times. Other options run as a plain graph (a beam size is a shape to
+    XLA). TF Serving runs it only with `--xla_cpu_compilation_enabled=true`.
     """
-    names = names or {}
 
-    def name(field):
-        return names.get(field, field)
+    text_input = "text"
 
-    def value(field):
-        return options[name(field)]
-
-    checks = []
-    batch_size = tf.shape(text)[0]
-    for option, values in options.items():
-        checks.append(
-            tf.debugging.assert_equal(
-                tf.shape(values)[0],
-                batch_size,
-                message=f"{signature}: `{option}` needs one value per text",
-            )
-        )
-    beam_size, maximum = value("beam_size"), value("max_decoding_length")
-    most = decoding.most_hypotheses(beam_size, value("patience"))
-    most_text = "from 1 to round(beam_size * patience) (beam_size with patience 0)"
-    sampling = name("sampling_topk") in options
-    if sampling:  # with a beam of 1, any number of draws
-        most = tf.where((beam_size == 1) & (value("sampling_topk") != 1), MAX_DRAWS, most)
-        most_text += f"; with beam_size 1 and sampling, from 1 to {MAX_DRAWS}"
-    ranges = [
-        (
-            "beam_size",
-            (beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
-            f"from 1 to {MAX_BEAM_SIZE}",
-        ),
-        ("patience", value("patience") >= 0, ">= 0"),
-        (
-            "num_hypotheses",
-            (value("num_hypotheses") >= 1) & (value("num_hypotheses") <= most),
-            most_text,
-        ),
-        ("repetition_penalty", value("repetition_penalty") > 0, "> 0"),
-        ("no_repeat_ngram_size", value("no_repeat_ngram_size") >= 0, ">= 0"),
-        (
-            "min_decoding_length",
-            (value("min_decoding_length") >= 0) & (value("min_decoding_length") <= maximum),
-            f"from 0 to {name('max_decoding_length')}",
-        ),
-        (
-            "max_decoding_length",
-            (maximum >= 1) & (maximum <= MAX_DECODING_LENGTH),
-            f"from 1 to {MAX_DECODING_LENGTH}",
-        ),
-    ]
-    if sampling:
-        topk, temperature = value("sampling_topk"), value("sampling_temperature")
-        ranges += [
-            (
-                "sampling_topk",
-                (topk >= 0) & ((beam_size == 1) | (topk == 1) | (temperature == 0)),
-                ">= 0, and 1 with a beam_size above 1 (sampling draws with beam_size 1)",
-            ),
-            (
-                "sampling_topp",
-                (value("sampling_topp") > 0) & (value("sampling_topp") <= 1),
-                "in (0, 1]",
-            ),
-            ("sampling_temperature", temperature >= 0, ">= 0"),
-        ]
-    with tf.control_dependencies(checks):
-        for field, valid, requirement in ranges:
-            checks.append(refuse_unless(valid, signature, name(field), value(field), requirement))
-    return checks
-
-
-def refuse_unless(valid, signature, name, values, requirement):
-    """An op that fails the request unless every row is `valid` (bool
-    `[B]`), naming the signature, the input, what it `must be`, and the
-    first row out of range with its value."""
-    # The first row out of range (row 0 of an empty batch, which passes).
-    row = tf.argmin(tf.concat([tf.cast(valid, tf.int32), [1]], 0), output_type=tf.int32)
-    shown = tf.gather(tf.concat([values, tf.zeros([1], values.dtype)], 0), row)
-    return tf.debugging.Assert(
-        tf.reduce_all(valid),
-        [f"{signature}: `{name}` must be {requirement}; row", row, "has", shown],
-    )
-
-
-def answers_and_groups(options, batch_size, length):
-    """Zeros for every row's n-best answers, ids `[B, N, length]` and
-    scores `[B, N]` (N: the largest `num_hypotheses`), and each row's
-    options that set shapes (beam size, n-best size, patience) `[B, 3]`:
-    each group of rows sharing them is one search (`by_groups`)."""
-    width = tf.maximum(tf.reduce_max(options["num_hypotheses"]), 1)
-    outputs = {
-        "ids": tf.zeros([batch_size, width, length], tf.int32),
-        "scores": tf.zeros([batch_size, width], tf.float32),
-    }
-    keys = tf.stack(
-        [
-            options["beam_size"],
-            options["num_hypotheses"],
-            tf.bitcast(options["patience"], tf.int32),
-        ],
-        axis=1,
-    )
-    return outputs, keys
-
-
-def by_groups(keys, outputs, decode):
-    """Runs `decode(rows)` for each group of rows with the same `keys`
-    `[B, G]` (int32), so that options which set shapes (the beam size, the
-    n-best's size) are one value within a group, and writes what it
-    returns into `outputs` (a dict of tensors `[B, ...]`, filled in with
-    what `decode` returns for the rows: `[b, ...]` each)."""
-    groups, group_of_row = tf.raw_ops.UniqueV2(x=keys, axis=[0])  # [G, K], [B]
-
-    def body(group, outputs):
-        rows = tf.where(group_of_row == group)[:, 0]  # [b]
-        answers = decode(rows)
-        return group + 1, {
-            name: tf.tensor_scatter_nd_update(value, rows[:, None], answers[name])
-            for name, value in outputs.items()
+    def __init__(self, model, tokenizers, settings):
+        source_tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
+        source_vocabulary = tf.constant(source_tokenizer.vocabulary)
+        target_vocabulary = tf.constant(target_tokenizer.vocabulary)
+        # (The options signature's inputs take the names `beam_size` and
+        # `max_decoding_length`: the export's are these.)
+        input_limit, decoding_limit = settings.max_input_length, settings.decoding_length
+        beam_size = export_beam_size = settings.beam_size
+        jit_compile = settings.jit_compile
+        penalty = settings.length_penalty  # (None: beam search's own)
+        buckets = length_buckets(input_limit)
+        self.option_inputs = {
+            "translate_with_options": {
+                "beam_size": beam_size,
+                "max_decoding_length": decoding_limit,
+            },
+            "translate_batch": defaults(),
+            "score_batch": {"target": ""},
         }
+        self.text_inputs = {"score_batch": "source"}
 
-    _, outputs = tf.while_loop(
-        lambda group, _: group < tf.shape(groups)[0], body, (tf.constant(0), outputs)
-    )
-    return outputs
+        def search(source_ids, beams, length):
+            ids, _ = beam_search(model, source_ids, length, beam_size=beams, length_penalty=penalty)
+            return ids
+
+        @tf.function(jit_compile=True)
+        def compiled_search(source_ids):
+            return search(source_ids, export_beam_size, decoding_limit)
+
+        @tf.function  # traced once, shared by the signatures that use it
+        def export_search(source_ids):
+            """The search with the export's options: under XLA if asked."""
+            if jit_compile:
+                return compiled_search(pad_to_bucket(source_ids, buckets))
+            return search(source_ids, export_beam_size, decoding_limit)
+
+        def translate(text):
+            source_ids = token_ids(source_tokenizer, text, input_limit)
+            return source_ids, export_search(source_ids)
+
+        @tf.function(input_signature=[TEXTS])
+        def serving_default(text):
+            _, output_ids = translate(text)
+            return {"translation": target_tokenizer.detokenize(output_ids)}
+
+        @tf.function(input_signature=[TEXTS])
+        def translate_with_attention(text):
+            source_ids, output_ids = translate(text)
+            attention = cross_attention(model, source_ids, output_ids)  # [B, H, T, S]
+            real = tf.cast(output_ids != PAD_ID, tf.float32)[:, None, :, None]
+            return {
+                "translation": target_tokenizer.detokenize(output_ids),
+                "source_tokens": token_strings(source_vocabulary, source_ids),
+                "target_tokens": token_strings(target_vocabulary, output_ids),
+                "attention": attention * real,  # rows after the end are 0
+            }
+
+        @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
+        def translate_with_options(text, beam_size, max_decoding_length):
+            def translate_group(text, options):
+                beams, length = options[0], options[1]
+                source_ids = token_ids(source_tokenizer, text, input_limit)
+                if not jit_compile:
+                    return target_tokenizer.detokenize(search(source_ids, beams, length))
+                output_ids = tf.cond(
+                    (beams == export_beam_size) & (length == decoding_limit),
+                    lambda: export_search(source_ids),
+                    lambda: search(source_ids, beams, length),
+                )
+                return target_tokenizer.detokenize(output_ids)
+
+            length, checks = within_limits(
+                "translate_with_options", beam_size, max_decoding_length, decoding_limit
+            )
+            with tf.control_dependencies(checks):
+                translation = decode_by_options(text, [beam_size, length], translate_group)
+            return {"translation": translation}
+
+        super().__init__(
+            [source_tokenizer, target_tokenizer],
+            {
+                "serving_default": serving_default,
+                "translate_with_attention": translate_with_attention,
+                "translate_with_options": translate_with_options,
+                "translate_batch": translate_batch(
+                    model, source_tokenizer, target_tokenizer, input_limit, jit_compile
+                ),
+                "score_batch": score_batch(model, source_tokenizer, target_tokenizer, input_limit),
+                "tokenize": tokenize_signature(source_tokenizer),
+            },
+            name="translation_server",
+            with_defaults=["translate_batch"],
+        )
 
 
 def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length, jit_compile=False):
@@ -413,45 +385,6 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
         }
 
     return with_defaults(signature, defaults())
-
-
-def with_defaults(signature, defaults):
-    """`signature` (a `tf.function` with an input signature) as a
-    `tf.function` whose option inputs have `defaults` (input name -> its
-    value, sent as one value `[1]`, `[[""]]` for a list of texts).
-    `tf.saved_model.save` records Python defaults that are tensors in the
-    SignatureDef's `defaults`, which TF Serving feeds for the inputs a
-    request leaves out (TF's Python loader does not); the graph repeats a
-    `[1]` value for every text (`per_text`). The new function calls
-    `signature`'s concrete function, traced once: the save traces this
-    thin function again, not the search."""
-    concrete = signature.get_concrete_function()
-    inputs = signature.input_signature
-    names = [spec.name for spec in inputs]
-    given = {
-        spec.name: tf.constant([defaults[spec.name]], spec.dtype)
-        for spec in inputs
-        if spec.name in defaults
-    }
-    Parameter = inspect.Parameter
-    arguments = inspect.Signature(
-        [
-            Parameter(
-                name, Parameter.POSITIONAL_OR_KEYWORD, default=given.get(name, Parameter.empty)
-            )
-            for name in names
-        ]
-    )
-
-    def call(*args, **kwargs):
-        bound = arguments.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return concrete(*(bound.arguments[name] for name in names))
-
-    # (tf.function reads the inputs' names and defaults from here.)
-    call.__signature__ = arguments
-    call.__name__ = signature.__name__
-    return tf.function(call, input_signature=inputs, autograph=False)
 
 
 # The search is written with `keras.ops` for every backend: AutoGraph has
