@@ -50,6 +50,9 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 
 import pytest  # noqa: E402
 
+# The run fails if it created, changed or removed anything in the working tree.
+pytest_plugins = ["working_tree"]
+
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has made this process its controller, or not
 def pytest_configure(config):

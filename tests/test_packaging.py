@@ -3,6 +3,7 @@
 `recipes` package."""
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -12,6 +13,9 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+# What a copy of the sources to build leaves out: tools' folders and what
+# runs, builds and the README's main job wrote.
+NOT_SOURCES = (".git", ".venv", "build", "dist", "runs", "*.egg-info", "__pycache__", ".*_cache")
 
 CHECK = """
 import importlib.metadata, importlib.util, os
@@ -45,7 +49,16 @@ def test_install_into_a_fresh_virtual_environment(editable, tmp_path):
         "--no-build-isolation",
         "--no-index",
     ]
-    install += ["-e", str(REPOSITORY)] if editable else [str(REPOSITORY)]
+    if editable:
+        # (It writes only its `.egg-info` into the repository, as the
+        # README's own install does.)
+        install += ["-e", str(REPOSITORY)]
+    else:
+        # Built from a copy: a build writes `build/` beside the sources, and
+        # no test writes into the working tree.
+        source = tmp_path / "source"
+        shutil.copytree(REPOSITORY, source, ignore=shutil.ignore_patterns(*NOT_SOURCES))
+        install += [str(source)]
     subprocess.run(install, check=True, env=env, cwd=tmp_path, capture_output=True)
 
     elsewhere = tmp_path / "elsewhere"
