@@ -15,7 +15,7 @@ def code_blocks(language):
     return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+def test_ci_runs_the_readme_commands_in_order():
     commands = [
         line
         for block in code_blocks("bash")[:2]  # the two set-up commands come first
@@ -26,7 +26,9 @@ def test_ci_runs_exactly_the_readme_test_command():
     main_job, test_command = commands
     assert "pytest" in test_command and "pytest" not in main_job
     ci = (REPOSITORY / ".ci" / "run").read_text().splitlines()
-    assert test_command in ci
+    # A new user runs the main job, then the tests, in one folder.
+    assert main_job in ci and test_command in ci
+    assert ci.index(main_job) < ci.index(test_command)
     # The second backend's command, which the README gives below it.
     (jax_command,) = re.findall(r"`(KERAS_BACKEND=jax [^`]*pytest[^`]*)`", README)
     assert jax_command in ci
