@@ -133,7 +133,7 @@ def extrapolation_rows(
     from keras_attention.data.pipeline import language_model_batches
     from keras_attention.data.tokenizers import CharacterTokenizer, SubwordTokenizer
     from keras_attention.recipes import language_model
-    from keras_attention.recipes.recipe import count_batches
+    from keras_attention.recipes.training import count_batches
     from keras_attention.run_files import RunFiles
 
     rows = []

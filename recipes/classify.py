@@ -39,14 +39,9 @@ from keras_attention.recipes.config import (
     model_preset_flag,
 )
 from keras_attention.recipes.config import main as run_recipe
-from keras_attention.recipes.recipe import (
-    Data,
-    Evaluation,
-    Recipe,
-    draw_self_attention,
-    train_tokenizer,
-    warn_if_truncated,
-)
+from keras_attention.recipes.init_from import initial_model, initial_run
+from keras_attention.recipes.recipe import Data, Evaluation, Recipe, draw_self_attention
+from keras_attention.recipes.tokenizing import train_tokenizer, warn_if_truncated
 from keras_attention.run_files import RunFiles
 
 
@@ -149,7 +144,7 @@ class ClassifyRecipe(Recipe):
         splits = label_names = None
         if config.train_file:
             splits, label_names = self.read_labelled_files()
-        initial = self.initial_run(("text",))
+        initial = initial_run(self.config, ("text",))
         if initial:
             tokenizers, self.config = initial
         if initial and splits is not None:
@@ -218,7 +213,7 @@ class ClassifyRecipe(Recipe):
 
     def build_model(self, data):
         if data.config.init_from:
-            model = self.initial_model()
+            model = initial_model(self.config)
             if self.new_head:
                 model = with_new_head(model, len(data.label_names))
             return model

@@ -34,15 +34,10 @@ from keras_attention.recipes.config import (
     model_preset_flag,
 )
 from keras_attention.recipes.config import main as run_recipe
-from keras_attention.recipes.recipe import (
-    Data,
-    Evaluation,
-    Recipe,
-    count_batches,
-    draw_self_attention,
-    train_tokenizer,
-    warn_if_truncated,
-)
+from keras_attention.recipes.init_from import initial_model, initial_run
+from keras_attention.recipes.recipe import Data, Evaluation, Recipe, draw_self_attention
+from keras_attention.recipes.tokenizing import train_tokenizer, warn_if_truncated
+from keras_attention.recipes.training import count_batches
 from keras_attention.run_files import RunFiles
 
 
@@ -141,7 +136,7 @@ class LanguageModelRecipe(Recipe):
             splits = self.read_files(lambda path: (text_files.read_lines(path), 0))
         train_texts = self.texts("train", splits).take(config.train_examples or -1)
         train_strings = [t.decode("utf-8") for t in train_texts.as_numpy_iterator()]
-        initial = self.initial_run(("text",))
+        initial = initial_run(self.config, ("text",))
         if initial:
             tokenizers, self.config = initial
         config = self.choose_for_data(train_strings)
@@ -171,7 +166,7 @@ class LanguageModelRecipe(Recipe):
     def build_model(self, data):
         config = data.config
         if config.init_from:
-            return self.initial_model()
+            return initial_model(self.config)
         overrides = dict(config.model_overrides)
         if config.chunk_size is not None:
             overrides.setdefault("chunk_size", config.chunk_size)

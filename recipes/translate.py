@@ -49,14 +49,10 @@ from keras_attention.recipes.config import (
     model_preset_flag,
 )
 from keras_attention.recipes.config import main as run_recipe
-from keras_attention.recipes.recipe import (
-    Data,
-    Evaluation,
-    Recipe,
-    train_tokenizer,
-    warn_if_truncated,
-)
+from keras_attention.recipes.init_from import initial_model, initial_run
+from keras_attention.recipes.recipe import Data, Evaluation, Recipe
 from keras_attention.recipes.time_budget import DECAY_SHARE
+from keras_attention.recipes.tokenizing import train_tokenizer, warn_if_truncated
 from keras_attention.run_files import RunFiles, decoding_limits
 from keras_attention.tasks.translation import cross_attention
 
@@ -338,7 +334,7 @@ class TranslateRecipe(Recipe):
             train_pairs = train_pairs.take(config.train_examples)
         train_texts = texts(train_pairs)
         sources, targets = [s for s, _ in train_texts], [t for _, t in train_texts]
-        initial = self.initial_run(("source", "target"))
+        initial = initial_run(self.config, ("source", "target"))
         if initial:
             tokenizers, self.config = initial
         config = self.choose_for_data(
@@ -382,7 +378,7 @@ class TranslateRecipe(Recipe):
     def build_model(self, data):
         config = data.config
         if config.init_from:
-            return self.initial_model()
+            return initial_model(self.config)
         overrides = config.model_overrides
         if config.model == "transformer":
             # One vocabulary: one matrix embeds source and target and projects

@@ -16,7 +16,8 @@ from keras_attention.convert import convert
 from keras_attention.data.pipeline import language_model_batches
 from keras_attention.data.tokenizers import load_run_tokenizer
 from keras_attention.recipes.config import InitFromError, parse_config
-from keras_attention.recipes.translate import PRESETS, TranslateConfig, TranslateRecipe
+from keras_attention.recipes.init_from import initial_run
+from keras_attention.recipes.translate import PRESETS, TranslateConfig
 from keras_attention.run_files import RunFiles
 
 
@@ -27,13 +28,13 @@ def test_flags_that_contradict_the_run_are_refused(tmp_path, flag):
     converted = convert(FIXTURES / "marian", tmp_path / "converted", export=False)
     config = parse_config(TranslateConfig, PRESETS, ["--init-from", str(converted), *flag])
     with pytest.raises(InitFromError, match="contradicts --init-from"):
-        TranslateRecipe(config).initial_run(("source", "target"))
+        initial_run(config, ("source", "target"))
 
 
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     config = parse_config(TranslateConfig, PRESETS, ["--init-from", str(tmp_path)])
     with pytest.raises(InitFromError, match="is not a finished run"):
-        TranslateRecipe(config).initial_run(("source", "target"))
+        initial_run(config, ("source", "target"))
 
 
 def language_model_loss(run_dir, texts, max_length=32):

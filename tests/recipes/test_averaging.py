@@ -1,6 +1,6 @@
 """`--ema-momentum` (a moving average of the weights) and `--average-last`
 (the average of the last epochs' checkpoints): kept after training when
-they score the lower validation loss (`recipe.keep_the_better_weights`)."""
+they score the lower validation loss (`training.keep_the_better_weights`)."""
 
 import json
 import types
@@ -13,7 +13,7 @@ import tensorflow as tf
 from recipe_helpers import tiny_flags
 
 from keras_attention.objectives import AveragingAdam
-from keras_attention.recipes import recipe, resume, translate
+from keras_attention.recipes import resume, training, translate
 
 
 def trained_model():
@@ -41,7 +41,7 @@ def test_the_weights_with_the_lower_validation_loss_are_kept(monkeypatch, losses
     monkeypatch.setattr(model, "evaluate", lambda *a, **k: {"loss": next(answers)})
     strategy = types.SimpleNamespace(distribute=lambda dataset: dataset)
 
-    record = recipe.keep_the_better_weights(model, strategy, validation)
+    record = training.keep_the_better_weights(model, strategy, validation)
 
     assert record == {
         "kept": kept,
@@ -56,7 +56,7 @@ def test_the_weights_with_the_lower_validation_loss_are_kept(monkeypatch, losses
 def test_without_an_average_nothing_is_chosen():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile("adam", "mse")
-    assert recipe.keep_the_better_weights(model, None, None) is None
+    assert training.keep_the_better_weights(model, None, None) is None
 
 
 def checkpoint_kernel(folder):
@@ -139,7 +139,7 @@ def test_the_average_of_the_last_epochs_is_kept_when_it_scores_lower(
     monkeypatch.setattr(model, "evaluate", lambda *a, **k: {"loss": next(answers)})
     strategy = types.SimpleNamespace(distribute=lambda dataset: dataset)
 
-    record = recipe.keep_the_better_weights(model, strategy, validation, checkpoints, 3)
+    record = training.keep_the_better_weights(model, strategy, validation, checkpoints, 3)
 
     name = "average_of_last_3_epochs"
     assert record["kept"] == (name if kept else "last_step")

@@ -12,7 +12,7 @@ from recipe_helpers import tiny_flags
 
 from keras_attention.data import datasets
 from keras_attention.recipes import config as recipe_config
-from keras_attention.recipes import recipe, resume, translate
+from keras_attention.recipes import resume, tokenizing, translate
 
 
 def tiny(data_dir, output_dir, *extra):
@@ -119,10 +119,10 @@ def test_truncated_training_texts_are_counted_and_reported(capsys):
     from keras_attention.data.tokenizers import CharacterTokenizer
 
     tokenizer = CharacterTokenizer.train(["abc"])
-    assert recipe.warn_if_truncated("sources", tokenizer, ["ab", "abcabc", "abca"], 3) == 2
+    assert tokenizing.warn_if_truncated("sources", tokenizer, ["ab", "abcabc", "abca"], 3) == 2
     assert capsys.readouterr().out == (
         "WARNING: 2 of 3 training sources have more than 3 tokens and are truncated "
         "(raise --max-input-length to keep them whole)\n"
     )
-    assert recipe.warn_if_truncated("sources", tokenizer, ["ab"], 3) == 0
+    assert tokenizing.warn_if_truncated("sources", tokenizer, ["ab"], 3) == 0
     assert capsys.readouterr().out == ""

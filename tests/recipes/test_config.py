@@ -4,7 +4,7 @@ import json
 import pytest
 
 from keras_attention.recipes import config as recipe_config
-from keras_attention.recipes import recipe
+from keras_attention.recipes import run_folder, training
 from keras_attention.recipes.translate import PRESETS, TranslateConfig
 
 
@@ -59,9 +59,9 @@ def test_a_run_sets_deterministic_ops_either_way():
     --jit-compile without a word)."""
     from keras_attention import compat
 
-    recipe.set_op_determinism(True)
+    training.set_op_determinism(True)
     assert compat.is_op_determinism_enabled()
-    recipe.set_op_determinism(False)
+    training.set_op_determinism(False)
     assert not compat.is_op_determinism_enabled()
 
 
@@ -73,7 +73,7 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     differ; a setting left None matches what the run chose for its data."""
     output_dir = tmp_path / "run"
     first = TranslateConfig(output_dir=str(output_dir), max_input_length=48, vocabulary_size=None)
-    recipe.start_run(first)
+    run_folder.start_run(first)
     saved = output_dir / "config.json"
     chosen = dict(json.loads(saved.read_text()), vocabulary_size=500)  # as `prepare` writes it
     saved.write_text(json.dumps(chosen))
@@ -83,7 +83,7 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
 
     other = dataclasses.replace(first, max_input_length=32, vocabulary_size=800)
     with pytest.raises(recipe_config.OtherRunInFolder) as refused:
-        recipe.start_run(other)
+        run_folder.start_run(other)
     message = str(refused.value)
     assert f"--output-dir {output_dir} holds a run with other settings" in message
     assert "--max-input-length 48 there, 32 now" in message
@@ -92,20 +92,20 @@ def test_a_folder_holding_a_run_is_resumed_only_by_the_same_settings(tmp_path):
     assert json.loads(saved.read_text()) == chosen and checkpoint.read_bytes() == b"weights"
 
     for same in (first, dataclasses.replace(first, epochs=9, export=False, test_examples=5)):
-        recipe.start_run(same)
+        run_folder.start_run(same)
         assert checkpoint.read_bytes() == b"weights"
     # A run written before `--max-input-length` had its name resumes too.
     chosen["max_length"] = chosen.pop("max_input_length")
     saved.write_text(json.dumps(chosen))
-    recipe.start_run(first)
+    run_folder.start_run(first)
     # So does one written before a flag existed, by its default; not by another value.
     for newer in ("ema_momentum", "final_decay", "time_budget"):
         chosen.pop(newer)
     saved.write_text(json.dumps(chosen))
-    recipe.start_run(first)
+    run_folder.start_run(first)
     saved.write_text(json.dumps(chosen))
     with pytest.raises(recipe_config.OtherRunInFolder, match="--ema-momentum not set there, 0.9"):
-        recipe.start_run(dataclasses.replace(first, ema_momentum=0.9))
+        run_folder.start_run(dataclasses.replace(first, ema_momentum=0.9))
     assert checkpoint.read_bytes() == b"weights"
 
 
@@ -115,13 +115,13 @@ def test_a_resumed_run_keeps_what_it_chose_for_its_data(tmp_path):
     newer than the run keeps the run's behaviour without it."""
     output_dir = tmp_path / "run"
     config = TranslateConfig(output_dir=str(output_dir), train_file="pairs.tsv")
-    _, _, started = recipe.start_run(config)
+    _, _, started = run_folder.start_run(config)
     assert (started.batch_tokens, started.epochs, started.final_decay) == (None, None, None)
     saved = output_dir / "config.json"
     as_prepared = dict(json.loads(saved.read_text()), tokenizer="subword", epochs=2)
     as_prepared.update(vocabulary_size=8000, model_preset="tiny", batch_tokens=0, final_decay=0.0)
     saved.write_text(json.dumps(as_prepared))
-    _, _, resumed = recipe.start_run(config)
+    _, _, resumed = run_folder.start_run(config)
     kept = ("tokenizer", "vocabulary_size", "model_preset", "epochs", "batch_tokens")
     assert [getattr(resumed, name) for name in (*kept, "final_decay")] == [
         "subword",
@@ -135,26 +135,26 @@ def test_a_resumed_run_keeps_what_it_chose_for_its_data(tmp_path):
     for newer in ("batch_tokens", "final_decay"):
         as_prepared.pop(newer)
     saved.write_text(json.dumps(as_prepared))
-    _, _, resumed = recipe.start_run(config)
+    _, _, resumed = run_folder.start_run(config)
     assert (resumed.batch_tokens, resumed.final_decay) == (0, 0.0)
     # Given flags win (those a run may change on resuming).
-    _, _, resumed = recipe.start_run(dataclasses.replace(config, epochs=5))
+    _, _, resumed = run_folder.start_run(dataclasses.replace(config, epochs=5))
     assert resumed.epochs == 5
     # A fine-tuning run takes its tokenizer and model from --init-from again.
     fine_tuning = dataclasses.replace(config, init_from=str(tmp_path / "pretrained"))
     saved.write_text(json.dumps(dict(as_prepared, init_from=fine_tuning.init_from)))
-    _, _, resumed = recipe.start_run(fine_tuning)
+    _, _, resumed = run_folder.start_run(fine_tuning)
     assert (resumed.tokenizer, resumed.vocabulary_size, resumed.model_preset) == (None,) * 3
     assert (resumed.epochs, resumed.batch_tokens) == (2, 0)
 
 
 def test_overwrite_deletes_the_run_and_nothing_else(tmp_path):
     output_dir = tmp_path / "run"
-    recipe.start_run(TranslateConfig(output_dir=str(output_dir), max_input_length=48))
+    run_folder.start_run(TranslateConfig(output_dir=str(output_dir), max_input_length=48))
     (output_dir / "checkpoints").mkdir()
     (output_dir / "checkpoints" / "position.json").write_text("{}")
     (output_dir / ".worker1").mkdir()  # another process's, cleared by that process
-    recipe.start_run(
+    run_folder.start_run(
         TranslateConfig(output_dir=str(output_dir), max_input_length=32, overwrite=True)
     )
     assert sorted(path.name for path in output_dir.iterdir()) == [".worker1", "config.json"]
@@ -163,7 +163,7 @@ def test_overwrite_deletes_the_run_and_nothing_else(tmp_path):
     kept = tmp_path / "mine" / "notes.txt"
     kept.parent.mkdir()
     kept.write_text("mine")
-    recipe.start_run(TranslateConfig(output_dir=str(kept.parent), overwrite=True))
+    run_folder.start_run(TranslateConfig(output_dir=str(kept.parent), overwrite=True))
     assert kept.read_text() == "mine"
 
 
@@ -171,7 +171,7 @@ def test_the_command_says_how_on_when_the_folder_holds_another_run(tmp_path):
     from keras_attention.recipes import translate
 
     output_dir = tmp_path / "run"
-    recipe.start_run(TranslateConfig(output_dir=str(output_dir)))
+    run_folder.start_run(TranslateConfig(output_dir=str(output_dir)))
     with pytest.raises(SystemExit) as exit_info:
         translate.main(["--output-dir", str(output_dir), "--max-input-length", "20"])
     assert str(exit_info.value).startswith(f"error: --output-dir {output_dir} holds a run")

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attention.recipes import config as recipe_config
-from keras_attention.recipes import recipe, resume
+from keras_attention.recipes import resume, training
 from keras_attention.recipes.resume import Checkpoints, Position
 from keras_attention.recipes.strategy import make_strategy
 
@@ -154,7 +154,7 @@ def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
     """Left to find the end of the data itself, Keras runs the train step once
     more on the spent iterator, and the optimizer's step counter moves there
     (under `mirrored` on some replicas only, as timing falls, so the replicas'
-    weights drift apart). `recipe.fit` gives each epoch its number of steps."""
+    weights drift apart). `training.fit` gives each epoch its number of steps."""
     config = recipe_config.TrainingConfig(output_dir=str(tmp_path), epochs=2, checkpoint_every=100)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(keras.optimizers.Adam(), "mse")
@@ -164,5 +164,5 @@ def test_fit_takes_one_optimizer_step_per_batch(tmp_path):
         dataset = tf.data.Dataset.from_tensor_slices((features, targets)).batch(8)
         return dataset.filter(lambda features, targets: True)
 
-    recipe.fit(model, make_strategy("default", 8), batches, None, config, tmp_path)
+    training.fit(model, make_strategy("default", 8), batches, None, config, tmp_path)
     assert int(model.optimizer.iterations.numpy()) == 2 * 5

@@ -20,7 +20,7 @@ scratch, bit for bit).
 Distributed runs were not always reproducible: `model.fit` left to find the
 end of an epoch's data ran the train step once more on the spent iterator,
 and the optimizer's step counter moved on some replicas and not others
-(see `recipes/recipe.py: fit`). The test of that cause is in test_resume.py.
+(see `recipes/training.py: fit`). The test of that cause is in test_resume.py.
 """
 
 import json
