@@ -24,6 +24,7 @@ def test_a_data_dir_without_the_data_set(tmp_path, monkeypatch, capsys):
         raise ConnectionError("no route to host")
 
     monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", offline)
+    monkeypatch.chdir(tmp_path)  # the preset's default --output-dir, runs/translate, is relative
     with pytest.raises(SystemExit) as stop:
         translate.main(["--preset", "ted_pt_en", "--data-dir", str(tmp_path / "tfds")])
     message = str(stop.value)
