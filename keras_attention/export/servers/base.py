@@ -13,11 +13,18 @@ and TF Text's ops: none of this package's Python is needed there.
 Every input and output is batch-major, its first dimension the batch, so
 TF Serving's server-side batching can concatenate requests. `serving_default`
 takes only the texts and decodes with the beam size and length fixed at
-export (a graph specialised to them). Per-request options (`beam_size`,
-`max_decoding_length`) are `[B]` inputs of a second signature,
-`translate_with_options` or `complete_with_options`: the rows that ask for
-the same options are decoded together, each group on its own, so a row's
-answer does not depend on the other rows of a batch.
+export. Per-request options are `[B]` inputs of other signatures
+(`translate_with_options`, `complete_with_options`, `complete_by_sampling`,
+and CTranslate2's `translate_batch` and `generate_batch`).
+
+One search path: every signature of a task decodes through one shared
+`tf.function` (a translator's `row_search`, a language model's
+`row_generate`), CTranslate2's search with per-row `DecodingOptions`; the
+older signatures give it their own fixed options (beam search's stopping
+rule and length penalty, no constraint). Rows that share the options that
+set shapes (beam size, n-best size, patience) are decoded together, each
+group on its own (`by_groups`), so a row's answer does not depend on the
+other rows of a batch.
 
 No text a client can send is an error inside the graph: bytes that are not
 UTF-8 are repaired (U+FFFD), texts longer than the export's
@@ -50,12 +57,6 @@ MAX_DRAWS = 64
 TEXTS = tf.TensorSpec([None], tf.string)
 PER_ROW_INT = tf.TensorSpec([None], tf.int32)
 PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)
-
-# The decoding loops are written with `keras.ops` for every backend (JAX
-# traces them as they are), so AutoGraph has nothing to convert in them;
-# converting them anyway is seconds of every export's tracing.
-beam_search = tf.autograph.experimental.do_not_convert(decoding.beam_search)
-sample = tf.autograph.experimental.do_not_convert(decoding.sample)
 
 
 def token_strings(vocabulary, ids):
@@ -93,34 +94,16 @@ def within_limits(signature, beam_size, max_decoding_length, decoding_limit):
 
 
 def check_per_row(texts, options):
-    """Fails the request unless each option has one value per text."""
-    for option in options:
+    """The ops that fail the request unless each option has one value per
+    text."""
+    return [
         tf.debugging.assert_equal(
             tf.shape(option)[0],
             tf.shape(texts)[0],
             message="each per-request option needs one value per text",
         )
-
-
-def decode_by_options(texts, options, decode):
-    """Strings `[B]`: `decode(texts of a group, its options [N])` for each
-    group of rows that share their options, so a row's answer is the one it
-    would get alone.
-
-    Args:
-        texts: string `[B]`.
-        options: a list of N int32 `[B]` tensors, one value per row each.
-        decode: function of `(texts [b], options [N])` -> strings `[b]`.
-    """
-    check_per_row(texts, options)
-    options = tf.stack(options, axis=1)  # [B, N]
-    groups, group_of_row = tf.raw_ops.UniqueV2(x=options, axis=[0])  # [G, N], [B]
-    answers = tf.fill(tf.shape(texts), "")
-    for group in tf.range(tf.shape(groups)[0]):
-        rows = tf.where(group_of_row == group)[:, 0]  # [b]
-        group_answers = decode(tf.gather(texts, rows), groups[group])
-        answers = tf.tensor_scatter_nd_update(answers, rows[:, None], group_answers)
-    return answers
+        for option in options
+    ]
 
 
 def tokenize_signature(tokenizer):

@@ -64,6 +64,7 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
+from keras_attention.decoding.beam import LENGTH_PENALTY
 from keras_attention.decoding.options import GENERATION_NAMES
 from keras_attention.export.servers.base import (
     MAX_DECODING_LENGTH,
@@ -72,13 +73,10 @@ from keras_attention.export.servers.base import (
     TEXTS,
     Server,
     answers_and_groups,
-    beam_search,
     by_groups,
     check_options,
     check_per_row,
-    decode_by_options,
     per_text,
-    sample,
     tokenize_signature,
     with_defaults,
     within_limits,
@@ -145,13 +143,17 @@ class LanguageModelServer(Server):
       (below); `tokenize`, as a
       translator's (`tokenize_signature`), each prompt's text tokens.
 
-    With `jit_compile=True` the search with the export's beam size and
-    maximum length (`serving_default`'s, and `complete_with_options`' rows
-    that ask for those) is compiled by XLA, prompts padded to a few
-    lengths, as a translator's is (`generate_batch` runs as a plain
-    graph). Only for a model whose positions do not end (rotary, ALiBi,
-    sinusoidal): with learned positions each row's room differs, which XLA
-    cannot compile as one program.
+    Every signature searches with `decoding.generate`, through
+    `row_generate` (`generate_batch`'s search; the older signatures with
+    their own options: beam search's stopping rule, the export's length
+    penalty or beam search's own, no constraint, the continuation alone).
+    With `jit_compile=True` the search with the export's options
+    (`serving_default`'s, and a `complete_with_options` request whose
+    every row asks for those) is `generate` compiled by XLA with those
+    options as numbers, prompts padded to a few lengths (the rest runs as
+    a plain graph). Only for a model whose positions do not end (rotary,
+    ALiBi, sinusoidal): with learned positions each row's room differs,
+    which XLA cannot compile as one program.
     """
 
     text_input = "prompt"
@@ -194,73 +196,83 @@ class LanguageModelServer(Server):
         }
         self.text_inputs = {"score_batch": "text", "tokenize": "text"}
 
-        def complete(prompt, length, decode):
-            """`decode(prompt ids [B, P], new tokens per row [B])` -> ids."""
-            ids = prompt_ids(tokenizer, prompt, prompt_limit)
-            prompt_length = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
-            new_tokens = length + tf.zeros_like(prompt_length)  # [B]
-            if positions is not None:
-                # Each row's own room, so the answer does not depend on the
-                # longest prompt of the batch.
-                new_tokens = tf.minimum(new_tokens, positions - prompt_length)
-            ids = decode(ids, new_tokens)
-            # Each row is its prompt then its completion: keep what follows the prompt.
-            generated = tf.range(tf.shape(ids)[1])[None, :] >= prompt_length[:, None]
-            completion = tf.ragged.boolean_mask(ids, generated).to_tensor()
-            return tokenizer.detokenize(completion)
+        generate_rows = row_generate(model, tokenizer, prompt_limit)
+        # The older signatures' own rules: beam search's stopping rule and
+        # length penalty (the export's, else beam search's own), no
+        # minimum, no constraint, the continuation alone, its best.
+        length_penalty = LENGTH_PENALTY if penalty is None else penalty
+        older_options = {
+            "patience": (tf.float32, 0.0),
+            "num_hypotheses": (tf.int32, 1),
+            "length_penalty": (tf.float32, length_penalty),
+            "repetition_penalty": (tf.float32, 1.0),
+            "no_repeat_ngram_size": (tf.int32, 0),
+            "disable_unk": (tf.bool, False),
+            "min_length": (tf.int32, 0),
+            "sampling_topk": (tf.int32, 1),
+            "sampling_topp": (tf.float32, 1.0),
+            "sampling_temperature": (tf.float32, 1.0),
+            "include_prompt_in_result": (tf.bool, False),
+            "seed": (tf.int32, 0),
+        }
 
-        def search(beam_size):
-            def decode(prompt_ids, new_tokens):
-                return beam_search(
-                    model, prompt_ids, new_tokens, beam_size=beam_size, length_penalty=penalty
-                )[0]
-
-            return decode
+        def complete(prompt, beam_size, max_decoding_length, **sampling):
+            """Each prompt's best continuation as text `[B]`, by the search
+            of `generate_batch` (`sampling`: its sampling options, `[B]`)."""
+            rows = tf.shape(prompt)[0]
+            options = {
+                name: tf.fill([rows], tf.constant(value, dtype))
+                for name, (dtype, value) in older_options.items()
+            }
+            options |= {"beam_size": beam_size, "max_length": max_decoding_length, **sampling}
+            ids = generate_rows(prompt, tf.fill([rows, 1], ""), options)["ids"][:, 0]
+            return tokenizer.detokenize(ids)
 
         @tf.function(jit_compile=True)
         def compiled_search(prompt_ids):
-            # Every row may take the export's `max_decoding_length`
-            # (positions do not end), a number XLA compiles into the program.
-            return beam_search(
-                model,
-                prompt_ids,
-                decoding_limit,
+            # The export's options, each a number XLA compiles into the
+            # program (positions do not end: every row may take the
+            # export's `max_decoding_length`).
+            options = decoding.DecodingOptions.generation(
                 beam_size=export_beam_size,
-                length_penalty=penalty,
-            )[0]
+                patience=0.0,
+                length_penalty=length_penalty,
+                max_length=decoding_limit,
+            )
+            ids, _ = generate(model, prompt_ids, options, include_prompt_in_result=False)
+            return ids[:, 0]
 
-        @tf.function  # traced once, shared by the signatures that use it
-        def export_search(prompt_ids, new_tokens):
-            """The search with the export's options: under XLA if asked."""
-            if jit_compile:
-                return compiled_search(pad_to_bucket(prompt_ids, buckets))
-            return search(beam_size)(prompt_ids, new_tokens)
+        def export_complete(prompt):
+            """`complete` with the export's options: compiled by XLA if asked."""
+            rows = tf.shape(prompt)[0]
+            if not jit_compile:
+                return complete(
+                    prompt, tf.fill([rows], export_beam_size), tf.fill([rows], decoding_limit)
+                )
+            ids = prompt_ids(tokenizer, prompt, prompt_limit)
+            return tokenizer.detokenize(compiled_search(pad_to_bucket(ids, buckets)))
 
         @tf.function(input_signature=[TEXTS])
         def serving_default(prompt):
-            return {"completion": complete(prompt, decoding_limit, export_search)}
+            return {"completion": export_complete(prompt)}
 
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def complete_with_options(prompt, beam_size, max_decoding_length):
-            def complete_group(prompt, options):
-                beams, length = options[0], options[1]
-                if not jit_compile:
-                    return complete(prompt, length, search(beams))
-
-                def decode(prompt_ids, new_tokens):
-                    return tf.cond(
-                        (beams == export_beam_size) & (length == decoding_limit),
-                        lambda: export_search(prompt_ids, new_tokens),
-                        lambda: search(beams)(prompt_ids, new_tokens),
-                    )
-
-                return complete(prompt, length, decode)
-
             length, checks = within_limits(
                 "complete_with_options", beam_size, max_decoding_length, decoding_limit
             )
+            checks += check_per_row(prompt, [beam_size, max_decoding_length])
             with tf.control_dependencies(checks):
-                completion = decode_by_options(prompt, [beam_size, length], complete_group)
+                if not jit_compile:
+                    return {"completion": complete(prompt, beam_size, length)}
+                # Under XLA, a request whose every row asks the export's
+                # options is the compiled search's.
+                asks_the_export_s = (beam_size == export_beam_size) & (length == decoding_limit)
+                completion = tf.cond(
+                    tf.reduce_all(asks_the_export_s),
+                    lambda: export_complete(prompt),
+                    lambda: complete(prompt, beam_size, length),
+                )
             return {"completion": completion}
 
         @tf.function(
@@ -274,19 +286,23 @@ class LanguageModelServer(Server):
             ]
         )
         def complete_by_sampling(prompt, max_decoding_length, temperature, top_k, top_p, seed):
-            options = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
-            check_per_row(prompt, [max_decoding_length, *options.values()])
-
-            def sample_rows(prompt_ids, new_tokens):
-                # One value per row each: no grouping needed, every row
-                # samples from its own seed with its own filters.
-                return sample(model, prompt_ids, new_tokens, **options)
-
             length, checks = within_limits(
                 "complete_by_sampling", None, max_decoding_length, decoding_limit
             )
+            checks += check_per_row(prompt, [max_decoding_length, temperature, top_k, top_p, seed])
             with tf.control_dependencies(checks):
-                completion = complete(prompt, length, sample_rows)
+                # Each row samples from its own seed with its own filters
+                # (`sampling_choice`: a temperature <= 0 is greedy, a top_k
+                # of 0 and a top_p of 0 or 1 set no limit).
+                completion = complete(
+                    prompt,
+                    tf.ones_like(length),
+                    length,
+                    sampling_topk=top_k,
+                    sampling_topp=top_p,
+                    sampling_temperature=temperature,
+                    seed=seed,
+                )
             return {"completion": completion}
 
         super().__init__(
@@ -295,7 +311,7 @@ class LanguageModelServer(Server):
                 "serving_default": serving_default,
                 "complete_with_options": complete_with_options,
                 "complete_by_sampling": complete_by_sampling,
-                "generate_batch": generate_batch(model, tokenizer, prompt_limit),
+                "generate_batch": generate_batch(tokenizer, generate_rows, prompt_limit),
                 "score_batch": score_batch(model, tokenizer, prompt_limit),
                 "tokenize": tokenize_signature(tokenizer),
             },
@@ -304,10 +320,16 @@ class LanguageModelServer(Server):
         )
 
 
-def generate_batch(model, tokenizer, prompt_limit):
-    """The signature's `tf.function`, for `tf.saved_model.save`.
+def row_generate(model, tokenizer, prompt_limit):
+    """The search every signature of a language model decodes with, a
+    `tf.function` traced once and shared by them: `generate_rows(prompt
+    [B], suppress_sequences [B, S], options)` (`options`: `OPTIONS`' names
+    -> `[B]`, one value per prompt) -> `{"ids": [B, N, L], "scores": [B,
+    N]}`, each row's n-best results, best first, with their end token (N:
+    the largest `num_hypotheses`). The rows that share the options that
+    set shapes (beam size, n-best size, patience) are searched together
+    (`by_groups`), so a row's answer is the one it gets alone.
     `prompt_limit`: the most tokens of a prompt's text that are read."""
-    vocabulary = tf.constant(tokenizer.vocabulary)
     positions = model.max_position_embeddings  # learned positions end; None: they do not
 
     def sequence_ids(texts):
@@ -315,16 +337,10 @@ def generate_batch(model, tokenizer, prompt_limit):
         ids = token_ids(tokenizer, texts, MAX_DECODING_LENGTH)
         return tf.where(ids == END_ID, PAD_ID, ids)
 
-    @tf.function(input_signature=INPUTS)
-    def signature(prompt, *values):
-        *values, suppress_sequences = values
-        options = per_text(
-            prompt,
-            {**dict(zip(OPTIONS, values, strict=True)), "suppress_sequences": suppress_sequences},
-            signature="generate_batch",
-        )
-        checks = check_options(prompt, options, signature="generate_batch", names=GENERATION_NAMES)
-        suppress_sequences = options.pop("suppress_sequences")
+    specs = {name: tf.TensorSpec([None], dtype) for name, (dtype, _) in OPTIONS.items()}
+
+    @tf.function(input_signature=[TEXTS, tf.TensorSpec([None, None], tf.string), specs])
+    def generate_rows(prompt, suppress_sequences, options):
         batch_size = tf.shape(prompt)[0]
         length = tf.shape(prompt_ids(tokenizer, prompt, prompt_limit))[1]
         length += tf.maximum(tf.reduce_max(options["max_length"]), 1)
@@ -382,8 +398,31 @@ def generate_batch(model, tokenizer, prompt_limit):
                 "scores": tf.pad(scores, padding),
             }
 
+        return by_groups(keys, outputs, decode)
+
+    return generate_rows
+
+
+def generate_batch(tokenizer, generate_rows, prompt_limit):
+    """The signature's `tf.function`, for `tf.saved_model.save` (which
+    records its inputs' defaults: `with_defaults`), over `generate_rows`
+    (`row_generate`)."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
+
+    @tf.function(input_signature=INPUTS)
+    def signature(prompt, *values):
+        *values, suppress_sequences = values
+        options = per_text(
+            prompt,
+            {**dict(zip(OPTIONS, values, strict=True)), "suppress_sequences": suppress_sequences},
+            signature="generate_batch",
+        )
+        checks = check_options(prompt, options, signature="generate_batch", names=GENERATION_NAMES)
+        suppress_sequences = options.pop("suppress_sequences")
+        batch_size = tf.shape(prompt)[0]
         with tf.control_dependencies(checks):
-            outputs = by_groups(keys, outputs, decode)
+            outputs = generate_rows(prompt, suppress_sequences, options)
+        width = tf.shape(outputs["scores"])[1]  # N
         ids = outputs["ids"]  # [B, N, L]
         ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
         ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of a result

@@ -70,16 +70,16 @@ from keras_attention import decoding
 from keras_attention.data.pipeline import bucket_of, length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import END_ID, PAD_ID, UNKNOWN_ID, repair_utf8, token_ids
 from keras_attention.decoding import cross_attention
+from keras_attention.decoding.beam import LENGTH_PENALTY
 from keras_attention.export.servers.base import (
     MAX_DECODING_LENGTH,
     PER_ROW_INT,
     TEXTS,
     Server,
     answers_and_groups,
-    beam_search,
     by_groups,
     check_options,
-    decode_by_options,
+    check_per_row,
     per_text,
     token_strings,
     tokenize_signature,
@@ -136,12 +136,13 @@ class TranslationServer(Server):
       keras_attention.translate` warns of when it is over
       `max_input_length`).
 
-    With `jit_compile=True` the search with the export's beam size and
-    maximum length (every signature's, and `translate_with_options`' rows
-    that ask for those) is compiled by XLA, its sources padded to a few
-    lengths (`length_buckets`) so that each batch size compiles a few
-    times. Other options run as a plain graph (a beam size is a shape to
-    XLA). TF Serving runs it only with `--xla_cpu_compilation_enabled=true`.
+    Every signature searches with `row_search`, `translate_batch`'s
+    search (the older ones with their own options: beam search's stopping
+    rule, the export's length penalty or beam search's own, no
+    constraint). With `jit_compile=True` each group's search is compiled
+    by XLA (`compiled_search`: sources, prefixes and answer buffers padded
+    to a few lengths). TF Serving runs it only with
+    `--xla_cpu_compilation_enabled=true`.
     """
 
     text_input = "text"
@@ -156,7 +157,6 @@ class TranslationServer(Server):
         beam_size = export_beam_size = settings.beam_size
         jit_compile = settings.jit_compile
         penalty = settings.length_penalty  # (None: beam search's own)
-        buckets = length_buckets(input_limit)
         self.option_inputs = {
             "translate_with_options": {
                 "beam_size": beam_size,
@@ -167,24 +167,43 @@ class TranslationServer(Server):
         }
         self.text_inputs = {"score_batch": "source"}
 
-        def search(source_ids, beams, length):
-            ids, _ = beam_search(model, source_ids, length, beam_size=beams, length_penalty=penalty)
-            return ids
+        search_rows = row_search(
+            model, source_tokenizer, target_tokenizer, input_limit, jit_compile
+        )
+        # The older signatures' own rules: beam search's stopping rule and
+        # length penalty (the export's, else beam search's own), no
+        # minimum, no constraint, the best hypothesis alone.
+        older_options = {
+            "patience": (tf.float32, 0.0),
+            "num_hypotheses": (tf.int32, 1),
+            "length_penalty": (
+                tf.float32,
+                LENGTH_PENALTY if penalty is None else penalty,
+            ),
+            "repetition_penalty": (tf.float32, 1.0),
+            "no_repeat_ngram_size": (tf.int32, 0),
+            "min_decoding_length": (tf.int32, 0),
+            "disable_unk": (tf.bool, False),
+        }
 
-        @tf.function(jit_compile=True)
-        def compiled_search(source_ids):
-            return search(source_ids, export_beam_size, decoding_limit)
-
-        @tf.function  # traced once, shared by the signatures that use it
-        def export_search(source_ids):
-            """The search with the export's options: under XLA if asked."""
-            if jit_compile:
-                return compiled_search(pad_to_bucket(source_ids, buckets))
-            return search(source_ids, export_beam_size, decoding_limit)
+        def best(text, beam_size, max_decoding_length):
+            """Each text's best translation, ids `[B, L]` (its end token
+            and padding after it), by the search of `translate_batch`."""
+            rows = tf.shape(text)[0]
+            options = {
+                name: tf.fill([rows], tf.constant(value, dtype))
+                for name, (dtype, value) in older_options.items()
+            }
+            options |= {"beam_size": beam_size, "max_decoding_length": max_decoding_length}
+            no_text = tf.fill([rows], "")
+            return search_rows(text, no_text, no_text[:, None], options)["ids"][:, 0]
 
         def translate(text):
-            source_ids = token_ids(source_tokenizer, text, input_limit)
-            return source_ids, export_search(source_ids)
+            rows = tf.shape(text)[0]
+            output_ids = best(
+                text, tf.fill([rows], export_beam_size), tf.fill([rows], decoding_limit)
+            )
+            return token_ids(source_tokenizer, text, input_limit), output_ids
 
         @tf.function(input_signature=[TEXTS])
         def serving_default(text):
@@ -205,24 +224,13 @@ class TranslationServer(Server):
 
         @tf.function(input_signature=[TEXTS, PER_ROW_INT, PER_ROW_INT])
         def translate_with_options(text, beam_size, max_decoding_length):
-            def translate_group(text, options):
-                beams, length = options[0], options[1]
-                source_ids = token_ids(source_tokenizer, text, input_limit)
-                if not jit_compile:
-                    return target_tokenizer.detokenize(search(source_ids, beams, length))
-                output_ids = tf.cond(
-                    (beams == export_beam_size) & (length == decoding_limit),
-                    lambda: export_search(source_ids),
-                    lambda: search(source_ids, beams, length),
-                )
-                return target_tokenizer.detokenize(output_ids)
-
             length, checks = within_limits(
                 "translate_with_options", beam_size, max_decoding_length, decoding_limit
             )
+            checks += check_per_row(text, [beam_size, max_decoding_length])
             with tf.control_dependencies(checks):
-                translation = decode_by_options(text, [beam_size, length], translate_group)
-            return {"translation": translation}
+                output_ids = best(text, beam_size, length)
+            return {"translation": target_tokenizer.detokenize(output_ids)}
 
         super().__init__(
             [source_tokenizer, target_tokenizer],
@@ -231,7 +239,7 @@ class TranslationServer(Server):
                 "translate_with_attention": translate_with_attention,
                 "translate_with_options": translate_with_options,
                 "translate_batch": translate_batch(
-                    model, source_tokenizer, target_tokenizer, input_limit, jit_compile
+                    model, search_rows, source_tokenizer, target_tokenizer, input_limit
                 ),
                 "score_batch": score_batch(model, source_tokenizer, target_tokenizer, input_limit),
                 "tokenize": tokenize_signature(source_tokenizer),
@@ -241,18 +249,92 @@ class TranslationServer(Server):
         )
 
 
-def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length, jit_compile=False):
+# The options a search of `translate_batch`'s takes, per row, with their
+# dtypes (those of `OPTIONS` that choose the answers; `return_attention`
+# and `replace_unknowns` only add to them).
+SEARCH_OPTIONS = {
+    name: OPTIONS[name][0]
+    for name in (
+        "beam_size",
+        "patience",
+        "num_hypotheses",
+        "length_penalty",
+        "repetition_penalty",
+        "no_repeat_ngram_size",
+        "min_decoding_length",
+        "max_decoding_length",
+        "disable_unk",
+    )
+}
+
+
+def target_ids(target_tokenizer, texts):
+    """Strings `[n]` -> target ids `[n, P]`, 0-padded, no end id."""
+    ids = token_ids(target_tokenizer, texts, MAX_DECODING_LENGTH)
+    return tf.where(ids == END_ID, PAD_ID, ids)
+
+
+def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_compile=False):
+    """The search every signature of a translator decodes with, a
+    `tf.function` traced once and shared by them: `search_rows(text [B],
+    target_prefix [B], suppress_sequences [B, S], options)` (`options`:
+    `SEARCH_OPTIONS`' names -> `[B]`, one value per text) ->
+    `{"ids": [B, N, L], "scores": [B, N]}`, each row's n-best answers, best
+    first, with their end token (N: the largest `num_hypotheses`; L: the
+    largest `max_decoding_length`). The rows that share the options that
+    set shapes (beam size, n-best size, patience) are searched together
+    (`by_groups`), so a row's answer is the one it gets alone. With
+    `jit_compile`, each group's search is compiled by XLA
+    (`compiled_search`)."""
+    run_search = compiled_search(model, max_input_length) if jit_compile else search
+    specs = {name: tf.TensorSpec([None], dtype) for name, dtype in SEARCH_OPTIONS.items()}
+
+    @tf.function(input_signature=[TEXTS, TEXTS, tf.TensorSpec([None, None], tf.string), specs])
+    def search_rows(text, target_prefix, suppress_sequences, options):
+        batch_size = tf.shape(text)[0]
+        length = tf.maximum(tf.reduce_max(options["max_decoding_length"]), 1)
+        outputs, keys = answers_and_groups(options, batch_size, length)
+        width = tf.shape(outputs["scores"])[1]  # N
+
+        def decode(rows):
+            def of_rows(x):
+                return tf.gather(x, rows)
+
+            sequences = of_rows(suppress_sequences)  # [b, S]
+            suppressed = target_ids(target_tokenizer, tf.reshape(sequences, [-1]))
+            suppressed = tf.reshape(suppressed, [tf.shape(rows)[0], tf.shape(sequences)[1], -1])
+            search_options = decoding.DecodingOptions(
+                beam_size=of_rows(options["beam_size"])[0],
+                patience=of_rows(options["patience"])[0],
+                num_hypotheses=of_rows(options["num_hypotheses"])[0],
+                **{
+                    name: of_rows(options[name])
+                    for name in SEARCH_OPTIONS
+                    if name not in ("beam_size", "patience", "num_hypotheses")
+                },
+                suppress_sequences=suppressed,
+                target_prefix=target_ids(target_tokenizer, of_rows(target_prefix)),
+            )
+            source_ids = token_ids(source_tokenizer, of_rows(text), max_input_length)
+            ids, scores = run_search(model, source_ids, search_options)  # [b, N, L], [b, N]
+            ids = ids[:, :, :length]
+            padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
+            return {
+                "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
+                "scores": tf.pad(scores, padding),
+            }
+
+        return by_groups(keys, outputs, decode)
+
+    return search_rows
+
+
+def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_input_length):
     """The signature's `tf.function`, for `tf.saved_model.save` (which
-    records its inputs' defaults: `with_defaults`). With `jit_compile`,
-    each group's search is compiled by XLA (see `compiled_search`)."""
+    records its inputs' defaults: `with_defaults`), over `search_rows`
+    (`row_search`)."""
     source_vocabulary = tf.constant(source_tokenizer.vocabulary)
     target_vocabulary = tf.constant(target_tokenizer.vocabulary)
-    run_search = compiled_search(model, max_input_length) if jit_compile else search
-
-    def target_ids(texts):
-        """Strings `[n]` -> target ids `[n, P]`, 0-padded, no end id."""
-        ids = token_ids(target_tokenizer, texts, MAX_DECODING_LENGTH)
-        return tf.where(ids == END_ID, PAD_ID, ids)
 
     def source_tokens(texts, source_ids):
         """The source tokens `[B, S]` behind `source_ids` `[B, S]`, as the
@@ -282,66 +364,33 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
                 "suppress_sequences": suppress_sequences,
             },
         )
-        target_prefix, suppress_sequences = options["target_prefix"], options["suppress_sequences"]
         checks = check_options(text, options)
         batch_size = tf.shape(text)[0]
-        length = tf.maximum(tf.reduce_max(options["max_decoding_length"]), 1)
-        outputs, keys = answers_and_groups(options, batch_size, length)
-        width = tf.shape(outputs["scores"])[1]  # N
-
-        def decode(rows):
-            def of_rows(x):
-                return tf.gather(x, rows)
-
-            beam_size, num_hypotheses = (
-                of_rows(options["beam_size"])[0],
-                of_rows(options["num_hypotheses"])[0],
-            )
-            sequences = of_rows(suppress_sequences)  # [b, S]
-            count = tf.shape(sequences)[1]
-            suppressed = target_ids(tf.reshape(sequences, [-1]))
-            suppressed = tf.reshape(suppressed, [tf.shape(rows)[0], count, -1])
-            search_options = decoding.DecodingOptions(
-                beam_size=beam_size,
-                patience=of_rows(options["patience"])[0],
-                num_hypotheses=num_hypotheses,
-                length_penalty=of_rows(options["length_penalty"]),
-                repetition_penalty=of_rows(options["repetition_penalty"]),
-                no_repeat_ngram_size=of_rows(options["no_repeat_ngram_size"]),
-                min_decoding_length=of_rows(options["min_decoding_length"]),
-                max_decoding_length=of_rows(options["max_decoding_length"]),
-                disable_unk=of_rows(options["disable_unk"]),
-                suppress_sequences=suppressed,
-                target_prefix=target_ids(of_rows(target_prefix)),
-            )
-            source_ids = token_ids(source_tokenizer, of_rows(text), max_input_length)
-            ids, scores = run_search(model, source_ids, search_options)  # [b, N, L], [b, N]
-            # An empty text's translations are its target prefix, scored 0,
-            # as CTranslate2 answers it (without running the model).
-            empty = tf.reduce_all(source_ids == PAD_ID, axis=1)[:, None]  # [b, 1]
-            prefix = search_options.target_prefix
-            prefix = tf.where(
-                tf.range(tf.shape(prefix)[1])[None, :]
-                < search_options.max_decoding_length[:, None],
-                prefix,
-                PAD_ID,
-            )
-            width_of_ids = tf.shape(ids)[2]
-            prefix = tf.pad(
-                prefix, [[0, 0], [0, tf.maximum(width_of_ids - tf.shape(prefix)[1], 0)]]
-            )
-            ids = tf.where(empty[..., None], prefix[:, None, :width_of_ids], ids)
-            scores = tf.where(empty, 0.0, scores)
-            ids = ids[:, :, :length]
-            padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
-            return {
-                "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
-                "scores": tf.pad(scores, padding),
-            }
-
         with tf.control_dependencies(checks):
-            outputs = by_groups(keys, outputs, decode)
+            outputs = search_rows(
+                text,
+                options["target_prefix"],
+                options["suppress_sequences"],
+                {name: options[name] for name in SEARCH_OPTIONS},
+            )
+        width = tf.shape(outputs["scores"])[1]  # N
+        # An empty text's translations are its target prefix (cut to its
+        # max_decoding_length), scored 0, as CTranslate2 answers it
+        # (without running the model).
+        source_ids = token_ids(source_tokenizer, text, max_input_length)  # [B, S]
+        empty = tf.reduce_all(source_ids == PAD_ID, axis=1)  # [B]
         ids = outputs["ids"]  # [B, N, L]
+        prefix = target_ids(target_tokenizer, options["target_prefix"])  # [B, P]
+        length = tf.shape(ids)[2]
+        prefix = tf.pad(prefix, [[0, 0], [0, tf.maximum(length - tf.shape(prefix)[1], 0)]])
+        prefix = prefix[:, :length]
+        kept = tf.range(length)[None, :] < options["max_decoding_length"][:, None]
+        prefix = tf.where(kept, prefix, PAD_ID)
+        # (Each row's own n-best: the rest of its N stay empty.)
+        listed = tf.range(width)[None, :] < options["num_hypotheses"][:, None]  # [B, N]
+        empty = empty[:, None] & listed
+        ids = tf.where(empty[..., None], prefix[:, None, :], ids)
+        scores = tf.where(empty, 0.0, outputs["scores"])  # [B, N]
         ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
         ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of an answer
         real = ids != PAD_ID
@@ -351,7 +400,6 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
 
         # Alignments: one more pass of the model, only when a row asks.
         return_attention, replace = options["return_attention"], options["replace_unknowns"]
-        source_ids = token_ids(source_tokenizer, text, max_input_length)  # [B, S]
 
         def not_asked():
             return tf.fill(tf.shape(ids), -1), tf.zeros(tf.concat([tf.shape(ids), [0]], 0))
@@ -378,7 +426,7 @@ def translate_batch(model, source_tokenizer, target_tokenizer, max_input_length,
         hypotheses = tf.reshape(hypotheses, [batch_size, width])
         return {
             "hypotheses": hypotheses,
-            "scores": outputs["scores"],
+            "scores": scores,
             "tokens": tokens,
             "alignments": tf.where(return_attention[:, None, None], positions, -1),
             "attention": tf.where(return_attention[:, None, None, None], attention, 0.0),
