@@ -5,13 +5,16 @@ command at tiny sizes) and on hand-made runs of the other model families.
 Chromium must be installed (`apt-get install chromium`; `.ci/run` installs
 it), or KERAS_ATTENTION_CHROMIUM must name a Chromium or Chrome binary:
 without it these tests fail, they do not skip. Screenshots of every view go
-to test-artifacts/explorer/.
+to keras-attention-test-artifacts/explorer/ in the system's temporary
+folder (no test writes into the working tree), or to explorer/ in the
+folder KERAS_ATTENTION_ARTIFACTS names.
 """
 
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
@@ -23,7 +26,13 @@ import pytest
 # Large: a browser, and the recipe run the console tests share.
 pytestmark = pytest.mark.large
 
-ARTIFACTS = Path(os.environ.get("KERAS_ATTENTION_ARTIFACTS", "test-artifacts")) / "explorer"
+ARTIFACTS = (
+    Path(
+        os.environ.get("KERAS_ATTENTION_ARTIFACTS")
+        or Path(tempfile.gettempdir()) / "keras-attention-test-artifacts"
+    )
+    / "explorer"
+)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
