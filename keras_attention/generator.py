@@ -25,6 +25,7 @@ from keras_attention.translator import (
     _batches,
     _check_batching,
     _check_options,
+    _option_values,
     _texts,
 )
 
@@ -108,22 +109,9 @@ class Generator(ExportClient):
         """
         prompts = _texts("prompts", prompts)
         suppressed = _texts("suppress_sequences", suppress_sequences or [""])
-        options = {
-            "beam_size": (beam_size, np.int32),
-            "patience": (patience, np.float32),
-            "num_hypotheses": (num_hypotheses, np.int32),
-            "length_penalty": (length_penalty, np.float32),
-            "repetition_penalty": (repetition_penalty, np.float32),
-            "no_repeat_ngram_size": (no_repeat_ngram_size, np.int32),
-            "disable_unk": (disable_unk, np.bool_),
-            "max_length": (max_length, np.int32),
-            "min_length": (min_length, np.int32),
-            "sampling_topk": (sampling_topk, np.int32),
-            "sampling_topp": (sampling_topp, np.float32),
-            "sampling_temperature": (sampling_temperature, np.float32),
-            "include_prompt_in_result": (include_prompt_in_result, np.bool_),
-        }
-        _check_options({**options, "seed": (seed, np.int32)})
+        options = _option_values("generator", locals())
+        _check_options(options)
+        options.pop("seed")  # (each prompt's own: below)
         results = [None] * len(prompts)
         for rows in _batches(
             self._lengths(prompts, max_batch_size, batch_type), max_batch_size, batch_type

@@ -24,6 +24,13 @@ from keras_attention.files import write_atomically
 TRUNCATED_LINES_SHOWN = 10
 
 
+def flag_options():
+    """The options with a flag (`option_table`), in their order."""
+    from keras_attention.decoding import option_table
+
+    return option_table.flag_options()
+
+
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m keras_attention.translate",
@@ -37,47 +44,13 @@ def parse_arguments(argv=None):
     parser.add_argument("input", nargs="?", help="the texts, one a line; none: stdin%(default).0s")
     parser.add_argument("-o", "--output", help="where to write; none: stdout%(default).0s")
     parser.add_argument("--target-prefix-file", help="a target prefix for each line")
-    # CTranslate2's `translate_batch` options, with its defaults.
-    parser.add_argument("--beam-size", type=int, default=2, help="beams; 1 is greedy search")
-    parser.add_argument(
-        "--num-hypotheses", type=int, default=1, help="translations per line, best first"
-    )
-    parser.add_argument(
-        "--patience",
-        type=float,
-        default=1.0,
-        help="a line's search stops once round(beam size * patience) hypotheses ended",
-    )
-    parser.add_argument(
-        "--length-penalty",
-        type=float,
-        default=1.0,
-        help="hypotheses rank by log-probability / length ** this",
-    )
-    parser.add_argument(
-        "--repetition-penalty",
-        type=float,
-        default=1.0,
-        help="above 1, tokens already written are made less likely",
-    )
-    parser.add_argument(
-        "--no-repeat-ngram-size",
-        type=int,
-        default=0,
-        help="no n-gram of this size is written twice (0: no rule)",
-    )
-    parser.add_argument(
-        "--min-decoding-length", type=int, default=1, help="the fewest tokens a translation has"
-    )
-    parser.add_argument(
-        "--max-decoding-length", type=int, default=256, help="the most tokens a translation has"
-    )
-    parser.add_argument("--disable-unk", action="store_true", help="never write the unknown token")
-    parser.add_argument(
-        "--replace-unknowns",
-        action="store_true",
-        help="replace each <unk> of a translation by the source token it is aligned to",
-    )
+    # CTranslate2's `translate_batch` options, with its defaults (`option_table`).
+    for option in flag_options():
+        flag, help = "--" + option.name.replace("_", "-"), option.flag[1]
+        if option.dtype == "bool":
+            parser.add_argument(flag, action="store_true", help=help)
+        else:
+            parser.add_argument(flag, type=option.python_type, default=option.default, help=help)
     parser.add_argument(
         "--max-batch-size",
         type=int,
@@ -131,22 +104,8 @@ def main(argv=None):
     import tensorflow as tf
     from tqdm import tqdm
 
-    options = {
-        name: getattr(args, name)
-        for name in (
-            "beam_size",
-            "num_hypotheses",
-            "patience",
-            "length_penalty",
-            "repetition_penalty",
-            "no_repeat_ngram_size",
-            "min_decoding_length",
-            "max_decoding_length",
-            "disable_unk",
-            "replace_unknowns",
-            "batch_type",
-        )
-    }
+    names = [option.name for option in flag_options()]
+    options = {name: getattr(args, name) for name in (*names, "batch_type")}
     nbest = args.num_hypotheses > 1
     results = translator.translate_iterable(
         texts, prefixes, args.max_batch_size, return_scores=nbest, **options

@@ -282,19 +282,7 @@ class Translator(ExportClient):
                 f"`target_prefix` needs one entry per text: {len(prefixes)} for {len(source)}"
             )
         suppressed = _texts("suppress_sequences", suppress_sequences or [""])
-        options = {
-            "beam_size": (beam_size, np.int32),
-            "patience": (patience, np.float32),
-            "num_hypotheses": (num_hypotheses, np.int32),
-            "length_penalty": (length_penalty, np.float32),
-            "repetition_penalty": (repetition_penalty, np.float32),
-            "no_repeat_ngram_size": (no_repeat_ngram_size, np.int32),
-            "min_decoding_length": (min_decoding_length, np.int32),
-            "max_decoding_length": (max_decoding_length, np.int32),
-            "disable_unk": (disable_unk, np.bool_),
-            "return_attention": (return_attention, np.bool_),
-            "replace_unknowns": (replace_unknowns, np.bool_),
-        }
+        options = _option_values("translator", locals())
         _check_options(options)
         if return_attention or replace_unknowns:
             self._require_input("return_attention" if return_attention else "replace_unknowns")
@@ -458,6 +446,21 @@ def _texts(name, values, allow_none=False):
                 f"tokens. Received an item {value!r}"
             )
     return values
+
+
+def _option_values(api, arguments):
+    """`api`'s options ("translator" or "generator", as `option_table` lists
+    them, in its signature's order): `{input name: (value, numpy dtype)}`,
+    each value from `arguments` (the method's `locals()`)."""
+    from keras_attention.decoding import option_table
+
+    return {
+        option_table.input_name(option, api): (
+            arguments[option_table.input_name(option, api)],
+            np.dtype(option.dtype).type,
+        )
+        for option in option_table.options_of(api)
+    }
 
 
 def _check_options(options):

@@ -25,7 +25,9 @@ the source position each token of the answers attended to most
 The package: `greedy.py` (`greedy_search`), `sampling.py` (`sample`,
 `filter_logits`, `gumbel_noise`), `beam.py` (`beam_search`,
 `best_extensions`), `constraints.py` (rules applied to a step's logits),
-`options.py` (`DecodingOptions`, `search`), `alignments.py`
+`options.py` (`DecodingOptions`, `search`), `option_table.py` (each
+decoding option once: its dtype, defaults, names, range and flag; what
+lists the options is made from it), `alignments.py`
 (`alignments`, `cross_attention`, `decoder_inputs`), and `_loop.py`, what they share
 (the loop that drops finished rows, the one-best loop of greedy search and
 sampling, `Scoring`: how hypotheses are scored and rows stopped).

@@ -16,6 +16,7 @@ import dataclasses
 import keras
 from keras import ops
 
+from keras_attention.decoding import option_table
 from keras_attention.decoding._loop import Scoring, _lengths, _most_likely, _no_padding
 from keras_attention.decoding.beam import _search, most_hypotheses
 from keras_attention.decoding.constraints import Constraints
@@ -23,8 +24,8 @@ from keras_attention.decoding.sampling import _sequence_seeds, sampling_choice
 from keras_attention.utils import END_ID, START_ID, UNKNOWN_ID, hash_uint32
 
 # `DecodingOptions` field -> its name in CTranslate2's `generate_batch`,
-# where they differ.
-GENERATION_NAMES = {"max_decoding_length": "max_length", "min_decoding_length": "min_length"}
+# where they differ (`option_table`).
+GENERATION_NAMES = option_table.generation_names()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,49 +94,38 @@ class DecodingOptions:
     sampling_temperature: object = 1.0
 
     @classmethod
-    def generation(cls, max_length=512, min_length=0, beam_size=1, **options):
+    def generation(cls, **options):
         """Options with CTranslate2's `Generator.generate_batch` names and
-        defaults: `max_length` (512) and `min_length` (0) are
-        `max_decoding_length` and `min_decoding_length` (what they count:
-        `generate`), a beam of 1; the others as in `DecodingOptions`. An
-        error names the options as they were given."""
+        defaults (`option_table`): `max_length` (512) and `min_length` (0)
+        are `max_decoding_length` and `min_decoding_length` (what they
+        count: `generate`), a beam of 1; the others as in
+        `DecodingOptions`. An error names the options as they were
+        given."""
+        fields = {}
+        for option in option_table.decoding_options():
+            name = option.generator_name
+            if name in options:
+                fields[option.name] = options.pop(name)
+            elif option.generate is not None and option.generate_default != option.default:
+                fields[option.name] = option.generate_default
         try:
-            return cls(
-                beam_size=beam_size,
-                max_decoding_length=max_length,
-                min_decoding_length=min_length,
-                **options,
-            )
+            return cls(**fields, **options)
         except ValueError as error:
             message = str(error)
-            for field, name in GENERATION_NAMES.items():
+            for field, name in option_table.generation_names().items():
                 message = message.replace(field, name)
             raise ValueError(message) from None
 
     def __post_init__(self):
-        def check(name, condition, requirement):
-            value = getattr(self, name)
-            if _is_python(value) and not condition(value):
-                raise ValueError(f"`{name}` must be {requirement}. Received: {name}={value!r}")
-
-        def is_int(value):
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        check("beam_size", lambda v: is_int(v) and v >= 1, "an integer >= 1")
-        check("patience", lambda v: isinstance(v, (int, float)) and v >= 0, "a number >= 0")
-        check("num_hypotheses", lambda v: is_int(v) and v >= 1, "an integer >= 1")
-        check("repetition_penalty", lambda v: isinstance(v, (int, float)) and v > 0, "> 0")
-        check("no_repeat_ngram_size", lambda v: is_int(v) and v >= 0, "an integer >= 0")
-        check("min_decoding_length", lambda v: is_int(v) and v >= 0, "an integer >= 0")
-        check("max_decoding_length", lambda v: is_int(v) and v >= 1, "an integer >= 1")
-        check("disable_unk", lambda v: isinstance(v, bool), "a bool")
-        check("sampling_topk", lambda v: is_int(v) and v >= 0, "an integer >= 0")
-        check("sampling_topp", lambda v: isinstance(v, (int, float)) and 0 < v <= 1, "in (0, 1]")
-        check(
-            "sampling_temperature",
-            lambda v: isinstance(v, (int, float)) and v >= 0,
-            "a number >= 0",
-        )
+        # Each option's own range (`option_table`), then the rules between
+        # options.
+        for option in option_table.decoding_options():
+            value = getattr(self, option.name)
+            if _is_python(value) and not _python_within(option, value):
+                raise ValueError(
+                    f"`{option.name}` must be {option.python_requirement()}. "
+                    f"Received: {option.name}={value!r}"
+                )
         beam, topk, temperature = self.beam_size, self.sampling_topk, self.sampling_temperature
         if all(map(_is_python, (beam, topk, temperature))) and beam > 1 and topk != 1:
             if temperature != 0:
@@ -158,6 +148,20 @@ class DecodingOptions:
                 "`min_decoding_length` must be at most `max_decoding_length`. Received: "
                 f"min_decoding_length={minimum}, max_decoding_length={maximum}"
             )
+
+
+def _python_within(option, value):
+    """Whether a Python `value` is of `option`'s type and within its range
+    (any value of its type where it has none)."""
+    if option.dtype == "bool":
+        return isinstance(value, bool)
+    if option.range is None:
+        return True
+    if option.dtype == "int32" and (isinstance(value, bool) or not isinstance(value, int)):
+        return False
+    if option.dtype == "float32" and not isinstance(value, (int, float)):
+        return False
+    return bool(option.within(value))
 
 
 def _is_python(value):

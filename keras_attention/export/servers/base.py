@@ -46,14 +46,12 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.tokenizers import PAD_ID, padded, repair_utf8
+from keras_attention.decoding import option_table
 
-MAX_BEAM_SIZE = 16  # the most beams a request may ask for, in every signature
-# The most tokens a request may ask for: a bound on the buffers one request
-# makes the server allocate.
-MAX_DECODING_LENGTH = 1024
-# The most draws of one prompt a request may ask for (`num_hypotheses` with
-# sampling): each is a row of the search.
-MAX_DRAWS = 64
+# (The export's bounds live with the options' table, whose ranges name them.)
+MAX_BEAM_SIZE = option_table.MAX_BEAM_SIZE
+MAX_DECODING_LENGTH = option_table.MAX_DECODING_LENGTH
+MAX_DRAWS = option_table.MAX_DRAWS
 TEXTS = tf.TensorSpec([None], tf.string)
 PER_ROW_INT = tf.TensorSpec([None], tf.int32)
 PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)
@@ -203,23 +201,28 @@ def per_text(text, options, signature="translate_batch"):
     return repeated
 
 
-def check_options(text, options, signature="translate_batch", names=None):
+def check_options(text, options, signature="translate_batch", api=option_table.TRANSLATOR):
     """Fails the request, naming the option, the row and the value, unless
     every option has one value per text within its range.
+
+    Each option's range is its row's in `option_table` (for every option
+    of `api` the request has); the rules between options are here
+    (`num_hypotheses` and the beam, the minimum length and the maximum,
+    sampling and the beam).
 
     Args:
         text: string `[B]`, the texts.
         options: input name -> its values `[B, ...]`.
         signature: the signature's name, which the messages start with.
-        names: `DecodingOptions` field -> the name of its input, where
-            they differ (a `generate_batch`'s `max_length` is
+        api: `option_table.TRANSLATOR` or `GENERATOR`, whose names the
+            inputs have (a `generate_batch`'s `max_length` is
             `max_decoding_length`). The sampling options are checked
             where the signature has them.
     """
-    names = names or {}
+    rows = {option.name: option for option in option_table.options_of(api)}
 
     def name(field):
-        return names.get(field, field)
+        return option_table.input_name(rows[field], api) if field in rows else field
 
     def value(field):
         return options[name(field)]
@@ -234,53 +237,46 @@ def check_options(text, options, signature="translate_batch", names=None):
                 message=f"{signature}: `{option}` needs one value per text",
             )
         )
-    beam_size, maximum = value("beam_size"), value("max_decoding_length")
-    most = decoding.most_hypotheses(beam_size, value("patience"))
-    most_text = "from 1 to round(beam_size * patience) (beam_size with patience 0)"
     sampling = name("sampling_topk") in options
-    if sampling:  # with a beam of 1, any number of draws
-        most = tf.where((beam_size == 1) & (value("sampling_topk") != 1), MAX_DRAWS, most)
-        most_text += f"; with beam_size 1 and sampling, from 1 to {MAX_DRAWS}"
-    ranges = [
-        (
-            "beam_size",
-            (beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
-            f"from 1 to {MAX_BEAM_SIZE}",
-        ),
-        ("patience", value("patience") >= 0, ">= 0"),
-        (
-            "num_hypotheses",
-            (value("num_hypotheses") >= 1) & (value("num_hypotheses") <= most),
-            most_text,
-        ),
-        ("repetition_penalty", value("repetition_penalty") > 0, "> 0"),
-        ("no_repeat_ngram_size", value("no_repeat_ngram_size") >= 0, ">= 0"),
-        (
-            "min_decoding_length",
-            (value("min_decoding_length") >= 0) & (value("min_decoding_length") <= maximum),
-            f"from 0 to {name('max_decoding_length')}",
-        ),
-        (
-            "max_decoding_length",
-            (maximum >= 1) & (maximum <= MAX_DECODING_LENGTH),
-            f"from 1 to {MAX_DECODING_LENGTH}",
-        ),
-    ]
-    if sampling:
-        topk, temperature = value("sampling_topk"), value("sampling_temperature")
-        ranges += [
-            (
-                "sampling_topk",
-                (topk >= 0) & ((beam_size == 1) | (topk == 1) | (temperature == 0)),
-                ">= 0, and 1 with a beam_size above 1 (sampling draws with beam_size 1)",
-            ),
-            (
-                "sampling_topp",
-                (value("sampling_topp") > 0) & (value("sampling_topp") <= 1),
-                "in (0, 1]",
-            ),
-            ("sampling_temperature", temperature >= 0, ">= 0"),
-        ]
+
+    def num_hypotheses_rule():
+        beam_size = value("beam_size")
+        most = decoding.most_hypotheses(beam_size, value("patience"))
+        most_text = "from 1 to round(beam_size * patience) (beam_size with patience 0)"
+        if sampling:  # with a beam of 1, any number of draws
+            most = tf.where((beam_size == 1) & (value("sampling_topk") != 1), MAX_DRAWS, most)
+            most_text += f"; with beam_size 1 and sampling, from 1 to {MAX_DRAWS}"
+        count = value("num_hypotheses")
+        return (count >= 1) & (count <= most), most_text
+
+    def min_decoding_length_rule():
+        minimum = value("min_decoding_length")
+        valid = (minimum >= 0) & (minimum <= value("max_decoding_length"))
+        return valid, f"from 0 to {name('max_decoding_length')}"
+
+    def sampling_topk_rule():
+        topk = value("sampling_topk")
+        beam_size, temperature = value("beam_size"), value("sampling_temperature")
+        return (
+            (topk >= 0) & ((beam_size == 1) | (topk == 1) | (temperature == 0)),
+            ">= 0, and 1 with a beam_size above 1 (sampling draws with beam_size 1)",
+        )
+
+    # The rules between options, in place of those options' own ranges.
+    joint_rules = {
+        "num_hypotheses": num_hypotheses_rule,
+        "min_decoding_length": min_decoding_length_rule,
+        "sampling_topk": sampling_topk_rule,
+    }
+    ranges = []
+    for option in option_table.OPTIONS:
+        if option.range is None or option.name not in rows or name(option.name) not in options:
+            continue
+        if option.name in joint_rules:
+            ranges.append((option.name, *joint_rules[option.name]()))
+        else:
+            valid = option.within(value(option.name), served=True)
+            ranges.append((option.name, valid, option.served_requirement()))
     with tf.control_dependencies(checks):
         for field, valid, requirement in ranges:
             checks.append(refuse_unless(valid, signature, name(field), value(field), requirement))

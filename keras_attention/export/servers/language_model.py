@@ -64,8 +64,8 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
+from keras_attention.decoding import option_table
 from keras_attention.decoding.beam import LENGTH_PENALTY
-from keras_attention.decoding.options import GENERATION_NAMES
 from keras_attention.export.servers.base import (
     MAX_DECODING_LENGTH,
     PER_ROW_FLOAT,
@@ -82,34 +82,39 @@ from keras_attention.export.servers.base import (
     within_limits,
 )
 
-# Option input -> (dtype, CTranslate2's `generate_batch` default).
-OPTIONS = {
-    "beam_size": (tf.int32, 1),
-    "patience": (tf.float32, 1.0),
-    "num_hypotheses": (tf.int32, 1),
-    "length_penalty": (tf.float32, 1.0),
-    "repetition_penalty": (tf.float32, 1.0),
-    "no_repeat_ngram_size": (tf.int32, 0),
-    "disable_unk": (tf.bool, False),
-    "max_length": (tf.int32, 512),
-    "min_length": (tf.int32, 0),
-    "sampling_topk": (tf.int32, 1),
-    "sampling_topp": (tf.float32, 1.0),
-    "sampling_temperature": (tf.float32, 1.0),
-    "include_prompt_in_result": (tf.bool, True),
-    "seed": (tf.int32, 0),
-}
-INPUTS = [
-    tf.TensorSpec([None], tf.string, name="prompt"),
-    *(tf.TensorSpec([None], dtype, name=name) for name, (dtype, _) in OPTIONS.items()),
-    tf.TensorSpec([None, None], tf.string, name="suppress_sequences"),
-]
+
+def signature_options():
+    """Option input -> (dtype, CTranslate2's `generate_batch` default), in
+    the inputs' order: `generate_batch`'s options in `option_table`, by
+    its names."""
+    return {
+        name: (tf.as_dtype(dtype), default)
+        for name, (dtype, default) in option_table.generator_options().items()
+    }
+
+
+def signature_inputs():
+    """The `generate_batch` signature's inputs, in order: the prompts, the
+    options of `option_table`, the suppressed sequences."""
+    return [
+        tf.TensorSpec([None], tf.string, name="prompt"),
+        *(
+            tf.TensorSpec([None], dtype, name=name)
+            for name, (dtype, _) in signature_options().items()
+        ),
+        tf.TensorSpec([None, None], tf.string, name="suppress_sequences"),
+    ]
+
+
+# (As the table has them when the module is imported.)
+OPTIONS = signature_options()
+INPUTS = signature_inputs()
 
 
 def defaults():
     """Option input -> its default, as a warm-up request sends it."""
     return {
-        **{name: default for name, (_, default) in OPTIONS.items()},
+        **{name: default for name, (_, default) in signature_options().items()},
         "suppress_sequences": [""],
     }
 
@@ -323,7 +328,7 @@ class LanguageModelServer(Server):
 def row_generate(model, tokenizer, prompt_limit):
     """The search every signature of a language model decodes with, a
     `tf.function` traced once and shared by them: `generate_rows(prompt
-    [B], suppress_sequences [B, S], options)` (`options`: `OPTIONS`' names
+    [B], suppress_sequences [B, S], options)` (`options`: `signature_options`' names
     -> `[B]`, one value per prompt) -> `{"ids": [B, N, L], "scores": [B,
     N]}`, each row's n-best results, best first, with their end token (N:
     the largest `num_hypotheses`). The rows that share the options that
@@ -337,7 +342,7 @@ def row_generate(model, tokenizer, prompt_limit):
         ids = token_ids(tokenizer, texts, MAX_DECODING_LENGTH)
         return tf.where(ids == END_ID, PAD_ID, ids)
 
-    specs = {name: tf.TensorSpec([None], dtype) for name, (dtype, _) in OPTIONS.items()}
+    specs = {name: tf.TensorSpec([None], dtype) for name, (dtype, _) in signature_options().items()}
 
     @tf.function(input_signature=[TEXTS, tf.TensorSpec([None, None], tf.string), specs])
     def generate_rows(prompt, suppress_sequences, options):
@@ -409,15 +414,19 @@ def generate_batch(tokenizer, generate_rows, prompt_limit):
     (`row_generate`)."""
     vocabulary = tf.constant(tokenizer.vocabulary)
 
-    @tf.function(input_signature=INPUTS)
+    names = list(signature_options())
+
+    @tf.function(input_signature=signature_inputs())
     def signature(prompt, *values):
         *values, suppress_sequences = values
         options = per_text(
             prompt,
-            {**dict(zip(OPTIONS, values, strict=True)), "suppress_sequences": suppress_sequences},
+            {**dict(zip(names, values, strict=True)), "suppress_sequences": suppress_sequences},
             signature="generate_batch",
         )
-        checks = check_options(prompt, options, signature="generate_batch", names=GENERATION_NAMES)
+        checks = check_options(
+            prompt, options, signature="generate_batch", api=option_table.GENERATOR
+        )
         suppress_sequences = options.pop("suppress_sequences")
         batch_size = tf.shape(prompt)[0]
         with tf.control_dependencies(checks):

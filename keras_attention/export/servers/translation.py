@@ -69,7 +69,7 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data.pipeline import bucket_of, length_buckets, pad_to_bucket
 from keras_attention.data.tokenizers import END_ID, PAD_ID, UNKNOWN_ID, repair_utf8, token_ids
-from keras_attention.decoding import cross_attention
+from keras_attention.decoding import cross_attention, option_table
 from keras_attention.decoding.beam import LENGTH_PENALTY
 from keras_attention.export.servers.base import (
     MAX_DECODING_LENGTH,
@@ -87,32 +87,55 @@ from keras_attention.export.servers.base import (
     within_limits,
 )
 
-# Option input -> (dtype, CTranslate2's default).
-OPTIONS = {
-    "beam_size": (tf.int32, 2),
-    "patience": (tf.float32, 1.0),
-    "num_hypotheses": (tf.int32, 1),
-    "length_penalty": (tf.float32, 1.0),
-    "repetition_penalty": (tf.float32, 1.0),
-    "no_repeat_ngram_size": (tf.int32, 0),
-    "min_decoding_length": (tf.int32, 1),
-    "max_decoding_length": (tf.int32, 256),
-    "disable_unk": (tf.bool, False),
-    "return_attention": (tf.bool, False),
-    "replace_unknowns": (tf.bool, False),
-}
+
+def signature_options():
+    """Option input -> (dtype, CTranslate2's default), in the inputs'
+    order: `translate_batch`'s options in `option_table`."""
+    return {
+        name: (tf.as_dtype(dtype), default)
+        for name, (dtype, default) in option_table.translator_options().items()
+    }
+
+
+def signature_inputs():
+    """The `translate_batch` signature's inputs, in order: the texts, the
+    target prefixes, the options of `option_table`, the suppressed
+    sequences."""
+    return [
+        tf.TensorSpec([None], tf.string, name="text"),
+        tf.TensorSpec([None], tf.string, name="target_prefix"),
+        *(
+            tf.TensorSpec([None], dtype, name=name)
+            for name, (dtype, _) in signature_options().items()
+        ),
+        tf.TensorSpec([None, None], tf.string, name="suppress_sequences"),
+    ]
+
+
+def search_options():
+    """The options a search of `translate_batch`'s takes, per row, with
+    their dtypes: those of `signature_options` that choose the answers
+    (`DecodingOptions` fields; `return_attention` and `replace_unknowns`
+    only add to them)."""
+    return {
+        option.name: tf.as_dtype(option.dtype)
+        for option in option_table.options_of(option_table.TRANSLATOR)
+        if option.decoding
+    }
+
+
+# (As the table has them when the module is imported.)
+OPTIONS = signature_options()
 TEXT_OPTIONS = {"target_prefix": "", "suppress_sequences": [""]}
-INPUTS = [
-    tf.TensorSpec([None], tf.string, name="text"),
-    tf.TensorSpec([None], tf.string, name="target_prefix"),
-    *(tf.TensorSpec([None], dtype, name=name) for name, (dtype, _) in OPTIONS.items()),
-    tf.TensorSpec([None, None], tf.string, name="suppress_sequences"),
-]
+INPUTS = signature_inputs()
 
 
 def defaults():
     """Option input -> its default, as a warm-up request sends it."""
-    return {**{name: default for name, (_, default) in OPTIONS.items()}, **TEXT_OPTIONS}
+    return {
+        **{name: default for name, (_, default) in signature_options().items()},
+        **TEXT_OPTIONS,
+    }
 
 
 class TranslationServer(Server):
@@ -249,23 +272,8 @@ class TranslationServer(Server):
         )
 
 
-# The options a search of `translate_batch`'s takes, per row, with their
-# dtypes (those of `OPTIONS` that choose the answers; `return_attention`
-# and `replace_unknowns` only add to them).
-SEARCH_OPTIONS = {
-    name: OPTIONS[name][0]
-    for name in (
-        "beam_size",
-        "patience",
-        "num_hypotheses",
-        "length_penalty",
-        "repetition_penalty",
-        "no_repeat_ngram_size",
-        "min_decoding_length",
-        "max_decoding_length",
-        "disable_unk",
-    )
-}
+# (As the table has them when the module is imported.)
+SEARCH_OPTIONS = search_options()
 
 
 def target_ids(target_tokenizer, texts):
@@ -278,7 +286,7 @@ def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_
     """The search every signature of a translator decodes with, a
     `tf.function` traced once and shared by them: `search_rows(text [B],
     target_prefix [B], suppress_sequences [B, S], options)` (`options`:
-    `SEARCH_OPTIONS`' names -> `[B]`, one value per text) ->
+    `search_options()`' names -> `[B]`, one value per text) ->
     `{"ids": [B, N, L], "scores": [B, N]}`, each row's n-best answers, best
     first, with their end token (N: the largest `num_hypotheses`; L: the
     largest `max_decoding_length`). The rows that share the options that
@@ -287,7 +295,8 @@ def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_
     `jit_compile`, each group's search is compiled by XLA
     (`compiled_search`)."""
     run_search = compiled_search(model, max_input_length) if jit_compile else search
-    specs = {name: tf.TensorSpec([None], dtype) for name, dtype in SEARCH_OPTIONS.items()}
+    per_row = search_options()
+    specs = {name: tf.TensorSpec([None], dtype) for name, dtype in per_row.items()}
 
     @tf.function(input_signature=[TEXTS, TEXTS, tf.TensorSpec([None, None], tf.string), specs])
     def search_rows(text, target_prefix, suppress_sequences, options):
@@ -309,7 +318,7 @@ def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_
                 num_hypotheses=of_rows(options["num_hypotheses"])[0],
                 **{
                     name: of_rows(options[name])
-                    for name in SEARCH_OPTIONS
+                    for name in per_row
                     if name not in ("beam_size", "patience", "num_hypotheses")
                 },
                 suppress_sequences=suppressed,
@@ -353,14 +362,16 @@ def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_
             return text
         return tf.where(replaced, target_tokenizer.detokenize_strings(tokens), text)
 
-    @tf.function(input_signature=INPUTS)
+    names, per_row = list(signature_options()), search_options()
+
+    @tf.function(input_signature=signature_inputs())
     def signature(text, target_prefix, *values):
         *values, suppress_sequences = values
         options = per_text(
             text,
             {
                 "target_prefix": target_prefix,
-                **dict(zip(OPTIONS, values, strict=True)),
+                **dict(zip(names, values, strict=True)),
                 "suppress_sequences": suppress_sequences,
             },
         )
@@ -371,7 +382,7 @@ def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_
                 text,
                 options["target_prefix"],
                 options["suppress_sequences"],
-                {name: options[name] for name in SEARCH_OPTIONS},
+                {name: options[name] for name in per_row},
             )
         width = tf.shape(outputs["scores"])[1]  # N
         # An empty text's translations are its target prefix (cut to its
