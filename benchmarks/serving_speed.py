@@ -104,8 +104,8 @@ LATENCY_COLUMNS = [
 # with int8 weights (`--quantization int8`).
 EXPORTS = {
     "ours": {},
-    "ours_xla": {"jit_compile": True},
-    "ours_xla_int8": {"jit_compile": True, "quantization": "int8"},
+    "ours_xla": {"export_jit_compile": True},
+    "ours_xla_int8": {"export_jit_compile": True, "quantization": "int8"},
 }
 
 
@@ -113,14 +113,13 @@ def our_exports(run_dir, folder):
     """`{name: export folder}` for each of `EXPORTS`, written as
     `python -m keras_attention.export RUN` writes them (or as an earlier
     part wrote them in `folder`: an export's version folder appears whole)."""
-    from keras_attention.export.__main__ import export_run
-    from keras_attention.run_files import RunFiles
+    from keras_attention.export.run import export_run
 
-    model, exports = RunFiles(run_dir).model, {}
+    exports = {}
     for name, settings in EXPORTS.items():
         written = Path(folder) / name / "1"
         if not (written / "saved_model.pb").is_file():
-            written = export_run(model, Path(run_dir), folder, name, **settings)
+            written = export_run(run_dir, {"export_dir": folder, "export_name": name, **settings})
         exports[name] = written
     return exports
 

@@ -242,9 +242,6 @@ class ClassifyRecipe(Recipe):
         results = {"accuracy": correct / len(test), "test_examples": len(test)}
         return Evaluation(results, test, list(predictions))
 
-    def export_arguments(self, data):
-        return {"label_names": data.label_names}
-
     def draw(self, model, output_dir, data, evaluation, export_path):
         """The last layer's self-attention over the first test text."""
         text = evaluation.examples[0][0]

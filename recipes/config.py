@@ -13,9 +13,9 @@ import typing
 
 from keras_attention.data import datasets, text_files
 from keras_attention.data.tokenizers import TOKENIZERS
+from keras_attention.export.run import ExportFailed
 from keras_attention.models.zoo_model import UnknownArgument
 from keras_attention.recipes import jax_job, resume
-from keras_attention.recipes.run_export import ExportFailed
 from keras_attention.recipes.strategy import STRATEGIES, check_backend_options
 from keras_attention.recipes.time_budget import TimeBudgetTooShort
 from keras_attention.renamed import warn_of_renamed_flags

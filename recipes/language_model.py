@@ -208,9 +208,6 @@ class LanguageModelRecipe(Recipe):
         results = {"perplexity": math.exp(test_loss), "test_loss": test_loss}
         return Evaluation(results, examples, completed)
 
-    def export_arguments(self, data):
-        return {"max_decoding_length": data.config.max_decoding_length}
-
     def draw(self, model, output_dir, data, evaluation, export_path):
         """The last layer's causal self-attention over a test text."""
         text = evaluation.examples[0]

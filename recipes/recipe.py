@@ -6,12 +6,12 @@ user's files, choosing for the data, drawing self-attention)."""
 
 import dataclasses
 import typing
-from pathlib import Path
 
 import tensorflow as tf
 
 from keras_attention import visualize
 from keras_attention.data import text_files
+from keras_attention.export.run import export_run
 from keras_attention.files import write_json
 from keras_attention.objectives import DecayToEnd, MaskedAccuracy, MaskedSparseCrossentropy
 from keras_attention.recipes import resume
@@ -24,7 +24,6 @@ from keras_attention.recipes.choices import (
 )
 from keras_attention.recipes.config import TrainingConfig, as_flag
 from keras_attention.recipes.jax_job import saving_alone
-from keras_attention.recipes.run_export import export_run
 from keras_attention.recipes.run_folder import start_run
 from keras_attention.recipes.time_budget import DECAY_SHARE, TimeBudget
 from keras_attention.recipes.training import (
@@ -206,26 +205,25 @@ class Recipe:
     def evaluate(self, model, data, output_dir):
         raise NotImplementedError
 
-    def export_arguments(self, data):
-        """What this recipe's export takes beyond the tokenisers (see
-        `keras_attention.export.export_model`)."""
-        return {}
-
     def export(self, model, output_dir, data):
-        """Exports `model` with its tokenisers for TF Serving (see
-        `keras_attention.export.export_model`, which also writes the base
-        folder's `models.config` and `batching_parameters.txt`) and returns
-        the version folder."""
+        """Exports the run just saved in `output_dir` for TF Serving and
+        returns the version folder: `export_run`, the one export of a run
+        (what it serves, its beam size and lengths, class names, folder
+        and name, as the run's config.json and files say), given the model
+        and tokenisers in hand and this run's `--export-version`,
+        `--overwrite-export` and `--export-jit-compile`, which describe
+        this export rather than the run. `export_model` also writes the
+        base folder's `models.config` and `batching_parameters.txt`."""
         config = data.config
-        base = Path(config.export_dir or RunFiles(output_dir).serving)
         return export_run(
-            model,
             output_dir,
-            base,
-            config,
-            data.tokenizer,
-            data.target_tokenizer,
-            **self.export_arguments(data),
+            {
+                "export_version": config.export_version,
+                "overwrite_export": config.overwrite_export,
+                "export_jit_compile": config.export_jit_compile,
+            },
+            model=model,
+            tokenizers=[t for t in (data.tokenizer, data.target_tokenizer) if t is not None],
         )
 
     def draw(self, model, output_dir, data, evaluation, export_path):

@@ -443,14 +443,6 @@ class TranslateRecipe(Recipe):
         }
         return Evaluation(results, test, predictions)
 
-    def export_arguments(self, data):
-        config = data.config
-        return {
-            "beam_size": config.beam_size,
-            "max_decoding_length": config.max_decoding_length,
-            "length_penalty": config.length_penalty,
-        }
-
     def draw(self, model, output_dir, data, evaluation, export_path):
         """Translates a few test sources with the export, as TF Serving would,
         and draws which source tokens each output token attended to. Without

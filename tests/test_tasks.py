@@ -55,3 +55,42 @@ def test_cross_attention_teacher_forces_the_answer(build):
     np.testing.assert_allclose(weights, expected, atol=1e-6)
     # Each row is a distribution over the 5 source positions.
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_a_run_s_export_arguments_are_read_from_what_it_records(tmp_path):
+    """`Task.export_arguments` is the one place that reads what a run's
+    export takes from its config.json and files: a translation recipe's
+    run (the beam size and length penalty it chose, no decoding length: its
+    input length), a converted checkpoint's (`num_beams`, its lengths), a
+    language-model recipe's (no beam size: greedy) and a classifier's
+    class names."""
+    from keras_attention.run_files import RunFiles
+
+    files = RunFiles(tmp_path)
+    recipe_run = {
+        "max_input_length": 48,
+        "beam_size": 4,
+        "max_decoding_length": None,
+        "length_penalty": 0.6,
+    }
+    assert TASKS["translation"].export_arguments(recipe_run, files) == {
+        "beam_size": 4,
+        "max_decoding_length": 48,
+        "length_penalty": 0.6,
+    }
+    converted = {"max_input_length": 510, "max_decoding_length": 510, "beam_size": 6}
+    assert TASKS["translation"].export_arguments(converted, files) == {
+        "beam_size": 6,
+        "max_decoding_length": 510,
+        "length_penalty": None,
+    }
+    language_model_run = {"max_input_length": 32, "max_decoding_length": 20}
+    assert TASKS["language_model"].export_arguments(language_model_run, files) == {
+        "beam_size": 1,
+        "max_decoding_length": 20,
+        "length_penalty": None,
+    }
+    files.labels.write_text('["low", "high"]')
+    assert TASKS["classification"].export_arguments({"max_input_length": 8}, files) == {
+        "label_names": ["low", "high"]
+    }

@@ -116,8 +116,8 @@ def convert(path, output_dir, export=True, overwrite=False):
             write_json(files.labels, converted.label_names)
         converted.model.save(files.model)
         if export:
-            from keras_attention.export.__main__ import export_run
+            from keras_attention.export.run import export_run
 
-            export_run(files.model, folder)
+            export_run(folder)
 
     return write_folder_atomically(output_dir, write, replace=overwrite)

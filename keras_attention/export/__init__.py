@@ -10,6 +10,10 @@ is given) atomically, with the signatures of its task's server (`servers/`), TF 
 warm-up requests, and `assets.extra/keras_attention.json` (what was exported
 and how). The SavedModel loads with only `tensorflow` and
 `tensorflow_text` imported: `tf.saved_model.load(path).signatures[...]`.
+
+A finished run's folder is exported by `keras_attention.export.run.export_run`
+(what the run's files say, the caller's overrides on top), which calls
+`export_model`.
 """
 
 import json

@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 
 from keras_attention.data.tokenizers import END_ID, PAD_ID
+from keras_attention.run_files import decoding_limits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,13 +52,32 @@ class Task:
     compiles_search = False
 
     def export_arguments(self, config, files):
-        """What `export_model` needs beyond the model and its tokenizers,
-        read from a finished run's `config` and files."""
+        """What `export_model` needs beyond the model, its tokenizers and
+        `max_input_length`, as a finished run records it: `config` (its
+        config.json, a dict) and `files` (its `RunFiles`). A recipe's run
+        and a converted checkpoint's record these alike; this is the one
+        place that reads them (`keras_attention.export.run.export_run`
+        asks it for every export of a run)."""
         return {}
 
     def explore(self, explorer, ids, beam_size=None):
         """The explorer's answer for `ids` `[1, S]` (the text's ids)."""
         raise NotImplementedError
+
+
+def decoding_arguments(config):
+    """The decoding settings a run records, for the export of a task that
+    decodes: `beam_size` (a translation recipe's, chosen for the data or by
+    `--tune-decoding`, or a converted checkpoint's `num_beams`; 1 where the
+    run has none, as a language-model recipe's), `max_decoding_length`
+    (default: `max_input_length`) and `length_penalty` (None: beam
+    search's own)."""
+    _, max_decoding_length = decoding_limits(config)
+    return {
+        "beam_size": config.get("beam_size") or 1,
+        "max_decoding_length": max_decoding_length,
+        "length_penalty": config.get("length_penalty"),
+    }
 
 
 def before_end(ids):

@@ -3,7 +3,7 @@
 import numpy as np
 
 from keras_attention.data.tokenizers import START_ID, prompt_starts
-from keras_attention.tasks.base import Task, before_end, text_of
+from keras_attention.tasks.base import Task, before_end, decoding_arguments, text_of
 
 MAX_NEW_TOKENS = 64  # the explorer's completion, at most
 
@@ -17,7 +17,7 @@ class LanguageModeling(Task):
     compiles_search = True
 
     def export_arguments(self, config, files):
-        return {"beam_size": config.get("beam_size") or 1}
+        return decoding_arguments(config)
 
     def explore(self, explorer, ids, beam_size=None):
         start = [START_ID] if prompt_starts(explorer.tokenizers["text"]) else []

@@ -5,7 +5,7 @@ import numpy as np
 from keras_attention import decoding
 from keras_attention.data.tokenizers import END, END_ID
 from keras_attention.decoding import cross_attention, decoder_inputs  # noqa: F401  (kept importable here)
-from keras_attention.tasks.base import Task, before_end, text_of
+from keras_attention.tasks.base import Task, before_end, decoding_arguments, text_of
 
 MAX_EXPLORER_BEAM_SIZE = 8  # the explorer's page offers beams 1 to 8
 
@@ -21,7 +21,7 @@ class Translation(Task):
     compiles_search = True
 
     def export_arguments(self, config, files):
-        return {"beam_size": config.get("beam_size") or 1}
+        return decoding_arguments(config)
 
     def explore(self, explorer, ids, beam_size=None):
         if beam_size is None:

@@ -69,7 +69,7 @@ def test_a_run_exports_from_either_backend_quantized_and_compiled(exports, tmp_p
 def test_a_bad_quantization_is_refused_by_name():
     """(The command's flag: tests/export/test_ctranslate2.py, with the other
     flags each format refuses.)"""
-    from keras_attention.export.__main__ import quantize_dense_layers
+    from keras_attention.export.run import quantize_dense_layers
 
     with pytest.raises(ValueError, match="`quantization` must be one of .* Received: 'int3'"):
         quantize_dense_layers(None, "int3")
@@ -143,3 +143,77 @@ def test_bad_decoding_flags_are_refused_by_name(exports, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(run), "--format", "ctranslate2", "--max-decoding-length", "4"])
     assert "--max-decoding-length is for --format saved_model" in capsys.readouterr().err
+
+
+def test_export_run_takes_the_run_s_settings_with_the_caller_s_overrides(tmp_path, monkeypatch):
+    """`export_run`, the one export of a run (the command, the recipes,
+    the converter and the benchmarks call it): what the run decided comes
+    from its config.json (beam size, lengths, length penalty, folder and
+    name), the caller's overrides on top. What a recipe's config.json
+    records of its own export (`export_version`, `overwrite_export`,
+    `export_jit_compile`) is never read: a later export must not replace
+    the version the run wrote. (`export_model` is recorded, not run.)"""
+    from keras_attention.data.tokenizers import CharacterTokenizer
+    from keras_attention.export.run import NotAFinishedRun, export_run
+    from keras_attention.models import build_transformer, build_transformer_classifier
+    from keras_attention.run_files import RunFiles
+
+    calls = []
+    monkeypatch.setattr(
+        export, "export_model", lambda *args, **kwargs: calls.append((args, kwargs)) or "written"
+    )
+    tokenizer = CharacterTokenizer("0123456789")
+    tiny = dict(num_layers=1, model_dim=16, num_heads=2, intermediate_dim=32)
+    files = RunFiles(tmp_path / "run")
+    files.folder.mkdir()
+    build_transformer(tokenizer.vocabulary_size, tokenizer.vocabulary_size, **tiny).save(
+        files.model
+    )
+    for side in ("source", "target"):
+        tokenizer.save(files.vocabulary(side, "character"))
+    config = {
+        "tokenizer": "character",
+        "max_input_length": 12,
+        "beam_size": 3,
+        "length_penalty": 0.8,
+        "export_name": "dates",
+        "export_version": 1,
+        "overwrite_export": True,
+        "export_jit_compile": True,
+    }
+    files.config.write_text(json.dumps(config))
+
+    assert export_run(files.folder) == "written"
+    (args, kwargs), *_ = calls
+    assert args[1:3] == (files.serving, "dates") and len(args) == 5  # model, 2 tokenizers
+    assert kwargs == {
+        "max_input_length": 12,
+        "version": None,
+        "overwrite": False,
+        "config": config,
+        "jit_compile": False,
+        "beam_size": 3,
+        "max_decoding_length": 12,
+        "length_penalty": 0.8,
+    }
+    overrides = {"export_dir": str(tmp_path / "elsewhere"), "export_version": 4}
+    overrides.update(beam_size=2, max_decoding_length=5, export_jit_compile=True)
+    export_run(files.model, overrides)
+    args, kwargs = calls[-1]
+    assert args[1:3] == (tmp_path / "elsewhere", "dates")
+    assert (kwargs["version"], kwargs["jit_compile"], kwargs["max_input_length"]) == (4, True, 12)
+    assert (kwargs["beam_size"], kwargs["max_decoding_length"]) == (2, 5)
+
+    build_transformer_classifier(tokenizer.vocabulary_size, 2, **tiny).save(files.model)
+    files.labels.write_text('["no", "yes"]')
+    tokenizer.save(files.vocabulary("text", "character"))
+    export_run(files.folder)
+    assert calls[-1][1]["label_names"] == ["no", "yes"]
+    with pytest.raises(ValueError, match="--beam-size is for a model that decodes; .* holds a"):
+        export_run(files.folder, {"beam_size": 2})
+    with pytest.raises(ValueError, match="--export-jit-compile compiles a search"):
+        export_run(files.folder, {"export_jit_compile": True})
+    with pytest.raises(ValueError, match="--export-name is for --format saved_model"):
+        export_run(files.folder, {"format": "ctranslate2", "export_name": "x"})
+    with pytest.raises(NotAFinishedRun, match="is .*empty a finished run"):
+        export_run(tmp_path / "empty")

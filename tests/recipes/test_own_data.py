@@ -112,7 +112,7 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
     test split's first sentences (nothing about speed is asserted); and the
     run of OPUS-MT's sizes the benchmark races too."""
     from benchmarks import serving_speed
-    from keras_attention.export.__main__ import load_run
+    from keras_attention.export.run import load_run
     from keras_attention.run_files import RunFiles
 
     output_dir, _ = quick_start_run
@@ -159,7 +159,7 @@ def test_the_serving_benchmark_runs_on_a_subword_run(quick_start_run, tmp_path):
         serving_speed.contenders_folder(tmp_path / "contenders", tmp_path)
 
     opus_run = serving_speed.opus_mt_sized_run(output_dir, tmp_path / "opus_mt")
-    model, config, _, tokenizer = load_run(RunFiles(opus_run).model, opus_run)
+    model, config, _, tokenizer = load_run(opus_run)
     sizes = model.get_config()
     assert [sizes[k] for k in ("num_layers", "model_dim", "num_heads")] == [6, 512, 8]
     assert sizes["intermediate_dim"] == 2048
