@@ -379,7 +379,9 @@ def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
 
     converted = from_huggingface(FIXTURES / "gpt2")
     model, tokenizer = converted.model, converted.tokenizers["text"]
-    signature = language_model.generate_batch(model, tokenizer, 64).get_concrete_function()
+    generate_rows = language_model.row_generate(model, tokenizer, 64)
+    signature = language_model.generate_batch(tokenizer, generate_rows, 64)
+    signature = signature.get_concrete_function()
     texts = ["", "the red cat", "a small house"]
     inputs = {
         name: tf.constant([default] * len(texts), dtype)
