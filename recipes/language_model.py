@@ -25,7 +25,7 @@ import tensorflow as tf
 from keras_attention import decoding
 from keras_attention.data import datasets, text_files
 from keras_attention.data.pipeline import batch_rows, language_model_batches
-from keras_attention.data.tokenizers import START_ID, prompt_starts
+from keras_attention.data.tokenizers import START_ID, prompt_start
 from keras_attention.models import build_transformer_lm, transformer_lm
 from keras_attention.recipes.config import (
     TrainingConfig,
@@ -192,7 +192,7 @@ class LanguageModelRecipe(Recipe):
 
         examples = [t.decode("utf-8") for t in test_texts.take(6).as_numpy_iterator()]
         prompts = tokenizer.tokenize(tf.constant(examples))[:, : config.prompt_tokens]
-        start = tf.fill([len(examples), 1 if prompt_starts(tokenizer) else 0], START_ID)
+        start = tf.fill([len(examples), len(prompt_start(tokenizer))], START_ID)
         prompts = tf.concat([start, prompts.to_tensor()], 1)
         completions = decoding.sample(
             model,
@@ -212,7 +212,7 @@ class LanguageModelRecipe(Recipe):
         """The last layer's causal self-attention over a test text."""
         text = evaluation.examples[0]
         text_ids = data.tokenizer.tokenize(tf.constant([text])).numpy()[0]
-        start = np.array([START_ID] if prompt_starts(data.tokenizer) else [], "int32")
+        start = np.array(prompt_start(data.tokenizer), "int32")
         ids = np.concatenate([start, text_ids[: data.config.max_input_length - len(start)]])[None]
         return draw_self_attention(model, ids, data.tokenizer.vocabulary, output_dir, title=text)
 

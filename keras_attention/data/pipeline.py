@@ -26,7 +26,7 @@ then its longer side's. `batch_size` is not used.
 
 import tensorflow as tf
 
-from keras_attention.data.tokenizers import END_ID, START_ID, prompt_starts
+from keras_attention.data.tokenizers import END_ID, START_ID, prompt_start
 
 
 def truncate(ids, limit, strict=False, what="sequence"):
@@ -77,7 +77,7 @@ def language_model_batches(texts, tokenizer, strict=False, pack=False, **batchin
     max_length = batching["max_length"]
     if pack:
         return _packed_windows(texts, tokenizer, **batching)
-    start = [START_ID] if prompt_starts(tokenizer) else []
+    start = prompt_start(tokenizer)
 
     def encode(text):
         ids = truncate(tokenizer.tokenize(text), max_length - len(start), strict, "text")
@@ -102,7 +102,7 @@ def _packed_windows(
     if shuffle_buffer:
         texts = texts.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
 
-    start = tf.constant([START_ID] if prompt_starts(tokenizer) else [], tf.int32)
+    start = tf.constant(prompt_start(tokenizer), tf.int32)
 
     def encode(text):
         return tf.concat([start, tokenizer.tokenize(text), [END_ID]], axis=0)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from keras_attention.data.tokenizers import START_ID, prompt_starts
+from keras_attention.data.tokenizers import prompt_start
 from keras_attention.tasks.base import Task, before_end, decoding_arguments, text_of
 
 MAX_NEW_TOKENS = 64  # the explorer's completion, at most
@@ -20,7 +20,7 @@ class LanguageModeling(Task):
         return decoding_arguments(config)
 
     def explore(self, explorer, ids, beam_size=None):
-        start = [START_ID] if prompt_starts(explorer.tokenizers["text"]) else []
+        start = prompt_start(explorer.tokenizers["text"])
         prompt = np.concatenate([start, ids[0][ids[0] != 0]])[None].astype("int32")
         new_tokens = min(MAX_NEW_TOKENS, explorer.max_input_length - prompt.shape[1])
         sequence = prompt[0]

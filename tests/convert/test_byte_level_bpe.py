@@ -23,7 +23,7 @@ from convert_helpers import (
 from keras_attention import decoding
 from keras_attention.convert import from_huggingface
 from keras_attention.convert.checkpoint import read_safetensors
-from keras_attention.data.tokenizers import END_ID, START_ID, prompt_starts
+from keras_attention.data.tokenizers import END_ID, START_ID, prompt_start
 from keras_attention.data.tokenizers.byte_level_bpe import pre_tokenize, split_pattern
 
 NAMES = ["gpt2", "qwen2", "llama3"]
@@ -42,7 +42,7 @@ def ours_of(name, tokenizer):
     pieces = expected["pieces"]
     index = {piece: i for i, piece in enumerate(tokenizer.vocabulary)}
     index[pieces[expected["special_ids"]["eos"]]] = END_ID
-    if prompt_starts(tokenizer):
+    if prompt_start(tokenizer):
         index[pieces[expected["special_ids"]["bos"]]] = START_ID
     return [
         index[pieces[i] if i < len(pieces) else f"<|id {i}|>"]
@@ -54,7 +54,7 @@ def prompts(tokenizer, texts):
     """Our prompt ids `[B, P]`, right-padded with 0, as the export makes them:
     the start id first where the checkpoint's tokenizer puts one (Llama 3)."""
     ids = tokenizer.tokenize(tf.constant(texts))
-    if prompt_starts(tokenizer):
+    if prompt_start(tokenizer):
         ids = tf.concat([tf.fill([ids.nrows(), 1], START_ID), ids], axis=1)
     return np.asarray(ids.to_tensor())
 

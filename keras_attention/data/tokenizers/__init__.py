@@ -16,7 +16,7 @@ a SentencePiece vocabulary trained here), `mapped_subword.py`
 `sentencepiece_ops.py` (`SentencePieceOps`, TF Text's SentencePiece ops
 for the two SentencePiece tokenisers), `_common.py` (the reserved tokens
 and the helpers the tokenisers share), `ids.py` (`token_ids`,
-`pair_token_ids`, `repair_utf8`, `padded`, `prompt_starts`: strings to a
+`pair_token_ids`, `repair_utf8`, `padded`, `prompt_start`: strings to a
 model's ids with any tokeniser) and `registry.py` (`tokenizer_kinds`,
 `tokenizer_kind`, `load_run_tokenizer`: the kinds a run folder names).
 Imports go one way: `_common.py` <- the tokenisers <- `registry.py` <-
@@ -36,7 +36,7 @@ from keras_attention.data.tokenizers.character import CharacterTokenizer
 from keras_attention.data.tokenizers.ids import (
     padded,
     pair_token_ids,
-    prompt_starts,
+    prompt_start,
     repair_utf8,
     token_ids,
 )
@@ -79,7 +79,7 @@ __all__ = [
     "load_run_tokenizer",
     "padded",
     "pair_token_ids",
-    "prompt_starts",
+    "prompt_start",
     "repair_utf8",
     "token_ids",
     "tokenizer_kind",

@@ -1,10 +1,10 @@
 """Strings to a model's ids with any tokeniser: `token_ids`,
 `pair_token_ids` (and their steps `repair_utf8`, `padded`), and
-`prompt_starts`."""
+`prompt_start`."""
 
 import tensorflow as tf
 
-from keras_attention.utils import PAD_ID
+from keras_attention.utils import PAD_ID, START_ID
 
 
 def token_ids(tokenizer, texts, max_length):
@@ -38,8 +38,9 @@ def padded(ids):
     return ids.to_tensor(default_value=PAD_ID, shape=[ids.nrows(), width])
 
 
-def prompt_starts(tokenizer):
-    """Whether a language model's prompt starts with the start id: it does
-    for every tokeniser but a byte-level BPE one whose checkpoint puts no
-    token first (GPT-2, Qwen2)."""
-    return getattr(tokenizer, "add_start", True)
+def prompt_start(tokenizer):
+    """The ids a language model's text is framed with before its own, in
+    training, serving and the explorer alike: `[START_ID]` for every
+    tokeniser but a byte-level BPE one whose checkpoint puts no token
+    first (GPT-2, Qwen2), which gets none."""
+    return [START_ID] if getattr(tokenizer, "add_start", True) else []

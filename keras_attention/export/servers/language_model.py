@@ -63,7 +63,7 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.pipeline import length_buckets, pad_to_bucket
-from keras_attention.data.tokenizers import END_ID, PAD_ID, START_ID, prompt_starts, token_ids
+from keras_attention.data.tokenizers import END_ID, PAD_ID, prompt_start, token_ids
 from keras_attention.decoding import option_table
 from keras_attention.decoding.beam import LENGTH_PENALTY
 from keras_attention.export.servers.base import (
@@ -124,10 +124,10 @@ def prompt_ids(tokenizer, texts, max_input_length):
     id first where the model's prompts have one, then at most `max_input_length`
     of the text's ids."""
     ids = token_ids(tokenizer, texts, max_input_length)
-    if not prompt_starts(tokenizer):
+    start = prompt_start(tokenizer)
+    if not start:
         return ids
-    start = tf.fill([tf.shape(ids)[0], 1], START_ID)
-    return tf.concat([start, ids], axis=1)  # <s> x1 .. xn
+    return tf.concat([tf.fill([tf.shape(ids)[0], 1], start[0]), ids], axis=1)  # <s> x1 .. xn
 
 
 class LanguageModelServer(Server):
