@@ -9,6 +9,7 @@ from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttent
 from keras_attention.layers.position_embedding import PositionEmbedding
 from keras_attention.layers.positional_encoding import PositionalEncoding
 from keras_attention.layers.rotary_embedding import RotaryEmbedding
+from keras_attention.layers.token_pooling import TokenPooling
 from keras_attention.layers.transformer_block import TransformerBlock
 from keras_attention.layers.transformer_decoder_block import TransformerDecoderBlock
 
@@ -21,6 +22,7 @@ __all__ = [
     "PositionEmbedding",
     "PositionalEncoding",
     "RotaryEmbedding",
+    "TokenPooling",
     "TransformerBlock",
     "TransformerDecoderBlock",
     "normalization_layer",
