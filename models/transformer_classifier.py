@@ -1,24 +1,10 @@
 """A Transformer encoder with a classification head."""
 
-import dataclasses
-
 import keras
-from keras import ops
 
-from keras_attention.layers import Dropout
-from keras_attention.models.token_embedding import TokenEmbedding
-from keras_attention.models.transformer_stacks import (
-    StackOptions,
-    TransformerEncoder,
-    attention_positions,
-    position_layer,
-)
-from keras_attention.models.zoo_model import (
-    ZooModel,
-    padding_mask,
-    pop_dtype_policy,
-    resolve_preset,
-)
+from keras_attention.layers import Dropout, TokenPooling
+from keras_attention.models.text_encoder import TextEncoderModel
+from keras_attention.models.zoo_model import padding_mask, pop_dtype_policy, resolve_preset
 from keras_attention.renamed import renamed_argument
 from keras_attention.utils import check_choice, check_positive_int
 
@@ -28,20 +14,10 @@ PRESETS = {
     "base": dict(num_layers=12, model_dim=768, num_heads=12, intermediate_dim=3072, dropout=0.1),
 }
 POOLINGS = ("mean", "first", "pooler")
-POSITIONS = ("sinusoidal", "learned", "rotary", "alibi")
-
-
-def segment_ids(token_ids, separator_id, num_segments):
-    """Each position's segment (token type), `[B, T]`: the number of
-    `separator_id`s before it, at most `num_segments - 1`. BERT's
-    `[CLS] a [SEP] b [SEP]` is 0 up to the first `[SEP]`, then 1."""
-    separators = ops.cast(ops.equal(token_ids, separator_id), "int32")
-    before = ops.cumsum(separators, axis=1) - separators  # [B, T], exclusive
-    return ops.minimum(before, num_segments - 1)
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")
-class TransformerClassifier(ZooModel):
+class TransformerClassifier(TextEncoderModel):
     """Encoder + pooling + classifier head. Build it with
     `build_transformer_classifier`.
 
@@ -86,7 +62,6 @@ class TransformerClassifier(ZooModel):
     """
 
     task = "classification"  # what `keras_attention.export` serves it as
-    stack_defaults = StackOptions()  # what `**kwargs` may set
 
     def __init__(
         self,
@@ -107,43 +82,27 @@ class TransformerClassifier(ZooModel):
         max_position_embeddings = renamed_argument(
             kwargs, "max_position_embeddings", max_position_embeddings
         )
-        check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("num_classes", num_classes)
         check_choice("pooling", pooling, POOLINGS)
-        check_positive_int("num_segments", num_segments, allow_none=True)
-        if (num_segments is None) != (separator_id is None):
-            raise ValueError(
-                "`num_segments` and `separator_id` go together. Received: "
-                f"num_segments={num_segments}, separator_id={separator_id}"
-            )
         policy = pop_dtype_policy(type(self), kwargs)
-
-        # Read by `logits`, which builds the graph below.
-        self.pooling, self.num_segments, self.separator_id = pooling, num_segments, separator_id
+        self.pooling = pooling  # read by `pool`, which builds the graph below
 
         # === Layers ===
-        self.token_embedding = TokenEmbedding(
-            vocabulary_size, model_dim, scale=scale_embeddings, dtype=policy, name="token_embedding"
+        self.make_encoder(
+            vocabulary_size,
+            model_dim,
+            positions,
+            max_position_embeddings,
+            scale_embeddings,
+            num_segments,
+            separator_id,
+            normalize_embeddings,
+            stack,
+            policy,
         )
-        check_choice("positions", positions, POSITIONS)
-        self.positional_encoding = position_layer(positions, policy, max_position_embeddings)
-        self.segment_embedding = None
-        if num_segments is not None:
-            self.segment_embedding = keras.layers.Embedding(
-                num_segments, model_dim, dtype=policy, name="segment_embedding"
-            )
-        self.embedding_norm = None
-        if normalize_embeddings:
-            self.embedding_norm = keras.layers.LayerNormalization(
-                epsilon=stack.layer_norm_epsilon, dtype=policy, name="embedding_norm"
-            )
-        self.embedding_dropout = Dropout(stack.dropout, dtype=policy, name="embedding_dropout")
-        self.encoder = TransformerEncoder(
-            **dataclasses.asdict(stack),
-            positions=attention_positions(positions),
-            dtype=policy,
-            name="encoder",
-        )
+        self.mean_pooling = None
+        if pooling == "mean":
+            self.mean_pooling = TokenPooling("mean", dtype=policy, name="mean_pooling")
         self.pooler = None
         if pooling == "pooler":
             self.pooler = keras.layers.Dense(
@@ -160,27 +119,6 @@ class TransformerClassifier(ZooModel):
         # === Config ===
         self._set_config(locals(), stack)
 
-    def encode(self, token_ids, training=None, return_attention_scores=False):
-        """Token ids `[B, T]` -> encoder output `[B, T, D]` (and weights):
-        the embeddings (token, then position and segment where the model
-        has them, then the embedding norm), dropout, the encoder stack with
-        padding masked out."""
-        x = self.token_embedding(token_ids)  # [B, T, D]
-        if self.positional_encoding is not None:
-            x = self.positional_encoding(x)
-        if self.segment_embedding is not None:
-            segments = segment_ids(token_ids, self.separator_id, self.num_segments)
-            x = x + self.segment_embedding(segments)
-        if self.embedding_norm is not None:
-            x = self.embedding_norm(x)
-        x = self.embedding_dropout(x, training=training)
-        return self.encoder(
-            x,
-            padding_mask=padding_mask(token_ids),
-            training=training,
-            return_attention_scores=return_attention_scores,
-        )
-
     def pool(self, token_ids, training=None):
         """Token ids `[B, T]` -> the vector the classifier reads, `[B, D]`."""
         x = self.encode(token_ids, training=training)  # [B, T, D]
@@ -188,18 +126,11 @@ class TransformerClassifier(ZooModel):
             return x[:, 0]
         if self.pooling == "pooler":
             return self.pooler(x[:, 0])
-        real = ops.cast(ops.expand_dims(padding_mask(token_ids), -1), x.dtype)  # [B, T, 1]
-        count = ops.maximum(ops.sum(real, axis=1), 1)  # an all-padding row gives zeros
-        return ops.sum(x * real, axis=1) / count  # [B, D]
+        return self.mean_pooling(x, padding_mask=padding_mask(token_ids))  # [B, D]
 
     def logits(self, token_ids, training=None):
         pooled = self.pool(token_ids, training=training)
         return self.classifier(self.head_dropout(pooled, training=training))
-
-    def attention_scores(self, token_ids):
-        """`{"self_attention": [[B, H, T, T] per layer]}`, for pictures."""
-        _, scores = self.encode(token_ids, return_attention_scores=True)
-        return {"self_attention": scores}
 
 
 def with_new_head(model, num_classes):

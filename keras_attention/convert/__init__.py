@@ -7,7 +7,8 @@ finished run (the export command, the explorer, the client) reads as it is.
 One module per family maps the checkpoint's names and shapes onto our
 builders' options and our layers' weights (`marian`: OPUS-MT; `llama`:
 Llama 2 and 3, Mistral and Qwen2; `gpt2`: GPT-2; `bert`: BERT
-classifiers), chosen by `config.json`'s `model_type`; `byte_level_bpe`
+classifiers and encoders; `sentence_transformers`: the modules that make a
+BERT an embedder), chosen by `config.json`'s `model_type`; `byte_level_bpe`
 reads the byte-level BPE `tokenizer.json` of GPT-2, Qwen2 and Llama 3. The
 weights are read with numpy alone (`checkpoint.py`): neither torch nor
 transformers is needed. What a family does not implement (a `rope_scaling`
@@ -19,8 +20,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from keras_attention.convert import bert, gpt2, llama, marian
-from keras_attention.convert.checkpoint import Checkpoint, CheckpointError
+from keras_attention.convert import bert, gpt2, llama, marian, sentence_transformers
+from keras_attention.convert.checkpoint import CheckpointError
 from keras_attention.data.tokenizers import tokenizer_kind
 from keras_attention.tasks import task_of
 
@@ -63,17 +64,39 @@ def family_of(checkpoint):
     return family
 
 
-def from_huggingface(path):
+def from_huggingface(path, task=None):
     """Reads the Hugging Face checkpoint folder `path` (config.json,
     model.safetensors or its shards, the tokenizer files,
     generation_config.json) and returns a `Converted`: our model with the
     checkpoint's weights, its tokenisers, and its run config.
 
+    A sentence-transformers folder (one with `modules.json`) becomes a
+    `TransformerEmbedder` (task `"embedding"`). `task` picks another
+    conversion where a family has two: `"embedding"` makes an embedder of a
+    plain BERT folder too (mean pooling, sentence-transformers' fallback),
+    where by default a `BertModel` becomes a classifier with a new head.
+    None: the folder's own.
+
     Raises `CheckpointError` (a ValueError) naming the file or key of what
     cannot be converted exactly.
     """
-    checkpoint = Checkpoint(path)
+    checkpoint, modules = sentence_transformers.open_folder(path)
     family = family_of(checkpoint)
+    tasks = (family.TASK, *getattr(family, "OTHER_TASKS", ()))
+    if task is not None and task not in tasks:
+        raise CheckpointError(
+            f"task={task!r}: a {checkpoint.config.get('model_type')} checkpoint converts to "
+            f"{list(tasks)}"
+        )
+    if modules is not None or task == sentence_transformers.TASK:
+        if modules is None:
+            modules = sentence_transformers.Modules(checkpoint.folder)
+        family = sentence_transformers.Embedder(family, modules)
+    if task not in (None, family.TASK):
+        raise CheckpointError(
+            f"task={task!r}: {path} is a sentence-transformers folder; it converts to "
+            f"{family.TASK!r}"
+        )
     arguments, sides = family.read(checkpoint)
     tokenizers = family.tokenizers(checkpoint, sides)
     sizes = [tokenizers[side].vocabulary_size for side in task_of(family.TASK).sides]
@@ -93,18 +116,19 @@ def from_huggingface(path):
     return Converted(model, tokenizers, config, label_names)
 
 
-def convert(path, output_dir, export=True, overwrite=False):
+def convert(path, output_dir, export=True, overwrite=False, task=None):
     """Converts the checkpoint folder `path` into the run folder `output_dir`
     (config.json, the vocabularies, model.keras and, with `export`, the TF
     Serving export under `serving/`), written whole or not at all; returns
-    `output_dir`. An existing `output_dir` is refused unless `overwrite`."""
+    `output_dir`. An existing `output_dir` is refused unless `overwrite`.
+    `task` is `from_huggingface`'s."""
     from keras_attention.files import write_folder_atomically, write_json
     from keras_attention.run_files import RunFiles
 
     output_dir = Path(output_dir)
     if output_dir.exists() and not overwrite:
         raise FileExistsError(f"{output_dir} already exists; pass --overwrite to replace it")
-    converted = from_huggingface(path)
+    converted = from_huggingface(path, task=task)
     config = {**converted.config, "export_name": output_dir.name}
 
     def write(folder):

@@ -24,13 +24,24 @@ def main(argv=None):
     parser.add_argument(
         "--overwrite", action="store_true", help="replace --output-dir if it exists"
     )
+    parser.add_argument(
+        "--task",
+        choices=("classification", "embedding"),
+        help="what a BERT folder becomes: a classifier (the default for a plain BERT folder; "
+        "a BertModel gets a new head to fine-tune) or a sentence embedder (the default for a "
+        "sentence-transformers folder; a plain BERT folder gets mean pooling)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     from keras_attention.convert import CheckpointError, convert
 
     try:
         written = convert(
-            args.checkpoint, args.output_dir, export=not args.no_export, overwrite=args.overwrite
+            args.checkpoint,
+            args.output_dir,
+            export=not args.no_export,
+            overwrite=args.overwrite,
+            task=args.task,
         )
     except (CheckpointError, FileExistsError) as error:
         raise SystemExit(f"error: {error}") from None

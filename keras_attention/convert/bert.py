@@ -22,6 +22,7 @@ from keras_attention.models import build_transformer_classifier
 MODEL_TYPES = ("bert",)
 ARCHITECTURES = ("BertForSequenceClassification", "BertModel")
 TASK = "classification"
+OTHER_TASKS = ("embedding",)  # see `sentence_transformers`
 BUILDER = build_transformer_classifier
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}  # transformers' "gelu" is the exact one
 SPECIAL = {"pad": "[PAD]", "start": "[CLS]", "end": "[SEP]", "unknown": "[UNK]"}
@@ -32,11 +33,23 @@ def _is_classifier(checkpoint):
 
 
 def _vocabulary(checkpoint):
-    """`vocab.txt` as a list, one token a line, checked against the config."""
-    path = checkpoint.file("vocab.txt")
-    vocabulary = path.read_text("utf-8").splitlines()
-    if len(set(vocabulary)) != len(vocabulary):
-        raise CheckpointError(f"{path} repeats a token")
+    """The WordPiece vocabulary as a list in id order: `vocab.txt`, one
+    token a line, or, where a folder ships only `tokenizer.json` (as many
+    sentence-transformers folders do), its `model.vocab`; checked against
+    the config."""
+    path = checkpoint.folder / "vocab.txt"
+    if path.is_file():
+        vocabulary = path.read_text("utf-8").splitlines()
+        if len(set(vocabulary)) != len(vocabulary):
+            raise CheckpointError(f"{path} repeats a token")
+    else:
+        path = checkpoint.folder / "tokenizer.json"
+        if not path.is_file():
+            raise CheckpointError(
+                f"neither vocab.txt nor tokenizer.json found in {checkpoint.folder}: "
+                "a BERT checkpoint needs its WordPiece vocabulary"
+            )
+        vocabulary = _tokenizer_json_vocabulary(path, read_json(path))
     size = checkpoint.config.get("vocab_size")
     if size != len(vocabulary):
         checkpoint.refuse("vocab_size", size, f"but {path} has {len(vocabulary)} tokens")
@@ -44,6 +57,23 @@ def _vocabulary(checkpoint):
         if token not in vocabulary:
             raise CheckpointError(f"{path} has no {token}")
     return vocabulary
+
+
+def _tokenizer_json_vocabulary(path, tokenizer):
+    """`tokenizer.json`'s WordPiece `model.vocab` (token -> id) as a list in
+    id order; its ids must be 0 to N - 1, each once."""
+    model = tokenizer.get("model") or {}
+    if model.get("type") != "WordPiece":
+        _refuse_setting(path, "model.type", model.get("type"), "is not supported (WordPiece)")
+    by_token = model.get("vocab")
+    if not isinstance(by_token, dict) or not by_token:
+        _refuse_setting(path, "model.vocab", by_token, "is not a mapping of tokens to ids")
+    by_id = {index: token for token, index in by_token.items()}
+    if sorted(by_id) != list(range(len(by_token))):
+        _refuse_setting(
+            path, "model.vocab", f"{len(by_token)} tokens", "do not have the ids 0 to N - 1"
+        )
+    return [by_id[index] for index in range(len(by_id))]
 
 
 def _refuse_setting(path, key, value, why):
@@ -226,6 +256,27 @@ def _prefix(weights):
 def load_weights(model, weights, sides):
     """Sets every weight of our `TransformerClassifier` from the checkpoint's;
     a `BertModel`'s classifier, which it lacks, starts from zero."""
+    prefix = load_encoder_weights(model, weights, sides)
+    width = model.model_dim
+    model.pooler.set_weights(weights.dense(f"{prefix}pooler.dense", width, width))
+    if prefix:
+        model.classifier.set_weights(weights.dense("classifier", width, model.num_classes))
+    else:
+        # A new head, from zero: every class equally likely until fine-tuned.
+        model.classifier.set_weights([weight * 0 for weight in model.classifier.get_weights()])
+        warnings.warn(
+            f"{weights.source} holds a BertModel: its classifier is new (all zeros); "
+            "fine-tune it with python -m keras_attention.recipes.classify --init-from RUN, "
+            "or convert it with --task embedding for its pooled vectors",
+            stacklevel=2,
+        )
+    weights.check_all_taken()
+
+
+def load_encoder_weights(model, weights, sides):
+    """Sets the embeddings and the encoder stack of our model (a
+    `TransformerClassifier` or `TransformerEmbedder`) from the checkpoint's;
+    returns the prefix of BERT's names ("bert." or "")."""
     vocabulary, id_map = sides["text"]
     width, hidden = model.model_dim, model.intermediate_dim
     prefix = _prefix(weights)
@@ -253,21 +304,10 @@ def load_weights(model, weights, sides):
         )
         block.feed_forward_output.set_weights(weights.dense(f"{layer}.output.dense", hidden, width))
         block.feed_forward_norm.set_weights(weights.norm(f"{layer}.output.LayerNorm", width))
-    model.pooler.set_weights(weights.dense(f"{prefix}pooler.dense", width, width))
-    if prefix:
-        model.classifier.set_weights(weights.dense("classifier", width, model.num_classes))
-    else:
-        # A new head, from zero: every class equally likely until fine-tuned.
-        model.classifier.set_weights([weight * 0 for weight in model.classifier.get_weights()])
-        warnings.warn(
-            f"{weights.source} holds a BertModel: its classifier is new (all zeros); "
-            "fine-tune it with python -m keras_attention.recipes.classify --init-from RUN",
-            stacklevel=2,
-        )
     for name in (f"{embeddings}.position_ids", f"{embeddings}.token_type_ids"):
         if name in weights:
             weights.skip(name)  # buffers older versions saved: 0, 1, 2, ... and zeros
-    weights.check_all_taken()
+    return prefix
 
 
 def run_settings(checkpoint):

@@ -61,6 +61,8 @@ def export_model(
     beam_size=1,
     length_penalty=None,
     label_names=None,
+    prompts=None,
+    default_prompt_name=None,
     version=None,
     overwrite=False,
     warmup_texts=WARMUP_TEXTS,
@@ -72,7 +74,7 @@ def export_model(
 
     Args:
         model: a `Transformer` or `Seq2SeqAttention` (translation),
-            `TransformerClassifier` or `TransformerLM`.
+            `TransformerClassifier`, `TransformerEmbedder` or `TransformerLM`.
         base_path: the model server's base folder (`--model_base_path`'s parent).
         name: the model's name in TF Serving; the export goes to `base_path/name/`.
         tokenizer: the (source) tokeniser, a `CharacterTokenizer` or
@@ -90,6 +92,12 @@ def export_model(
             default). `translate_batch` and `generate_batch` take theirs
             per request.
         label_names: the class names of a classifier, in class-id order.
+        prompts: an embedder's prompts, a dict of name -> the text put
+            before a request's text (sentence-transformers' `prompts`, such
+            as `{"query": "query: "}`); requests name one in
+            `embed_with_prompt`.
+        default_prompt_name: the prompt every text of `serving_default`
+            (`embed`) gets; None: none.
         version: positive int; by default one more than the highest present.
         overwrite: replace `version` if it exists (otherwise an error).
         warmup_texts: texts of the warm-up requests (one request per signature).
@@ -128,7 +136,14 @@ def export_model(
     if not name or "/" in str(name) or str(name).startswith("."):
         raise ValueError(f"`name` must be a folder name. Received: name={name!r}")
     settings = ExportSettings(
-        max_input_length, max_decoding_length, beam_size, length_penalty, label_names, jit_compile
+        max_input_length,
+        max_decoding_length,
+        beam_size,
+        length_penalty,
+        label_names,
+        jit_compile,
+        prompts,
+        default_prompt_name,
     )
     server = make_server(model, tokenizer, target_tokenizer, settings)
     metadata = {
@@ -142,6 +157,8 @@ def export_model(
         "jit_compile": jit_compile,
         "quantization": quantization_of(model),
         "label_names": None if label_names is None else [str(n) for n in label_names],
+        "prompts": prompts,
+        "default_prompt_name": default_prompt_name,
         "config": config,
     }
 

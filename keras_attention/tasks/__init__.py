@@ -15,12 +15,14 @@ from `export/` (tasks sit below it).
 
 from keras_attention.tasks.base import ExportSettings, Task
 from keras_attention.tasks.classification import Classification
+from keras_attention.tasks.embedding import Embedding
 from keras_attention.tasks.language_model import LanguageModeling
 from keras_attention.tasks.translation import Translation
 
 __all__ = [
     "TASKS",
     "Classification",
+    "Embedding",
     "ExportSettings",
     "LanguageModeling",
     "Task",
@@ -28,7 +30,9 @@ __all__ = [
     "task_of",
 ]
 
-TASKS = {task.name: task for task in (Translation(), Classification(), LanguageModeling())}
+TASKS = {
+    task.name: task for task in (Translation(), Classification(), LanguageModeling(), Embedding())
+}
 
 
 def task_of(model):
@@ -37,7 +41,8 @@ def task_of(model):
     if name not in TASKS:
         raise ValueError(
             "`model` must be a keras_attention Transformer, Seq2SeqAttention, "
-            f"TransformerClassifier or TransformerLM. Received: {type(model).__name__}"
+            "TransformerClassifier, TransformerEmbedder or TransformerLM. "
+            f"Received: {type(model).__name__}"
             + (f" {model!r}" if isinstance(model, str) else "")
         )
     return TASKS[name]

@@ -19,6 +19,8 @@ class ExportSettings:
     length_penalty: float | None = None  # None: beam search's default
     label_names: list | None = None
     jit_compile: bool = False
+    prompts: dict | None = None  # an embedder's: name -> the text put first
+    default_prompt_name: str | None = None  # the prompt a text gets by default
 
     @property
     def decoding_length(self):

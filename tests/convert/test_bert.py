@@ -273,10 +273,16 @@ def test_tokenizer_config_alone_is_read_and_checked(tmp_path):
         from_huggingface(folder)
 
 
-def test_a_missing_vocabulary_is_refused(tmp_path):
+def test_without_vocab_txt_the_vocabulary_is_tokenizer_jsons(tmp_path, converted):
+    """Many folders ship `tokenizer.json` only: its WordPiece `model.vocab`
+    is the vocabulary; with neither file the folder is refused."""
     folder = copy_fixture(tmp_path)
     (folder / "vocab.txt").unlink()
-    with pytest.raises(CheckpointError, match="vocab.txt not found"):
+    assert from_huggingface(folder).tokenizers["text"].vocabulary == (
+        converted("bert").tokenizers["text"].vocabulary
+    )
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(CheckpointError, match="neither vocab.txt nor tokenizer.json found"):
         from_huggingface(folder)
 
 

@@ -4,7 +4,8 @@ from helpers import to_numpy
 from model_helpers import check_builds_trains_and_saves
 
 from keras_attention.models import build_transformer_classifier
-from keras_attention.models.transformer_classifier import segment_ids, with_new_head
+from keras_attention.models.text_encoder import segment_ids
+from keras_attention.models.transformer_classifier import with_new_head
 
 TOKENS = np.array([[5, 6, 7, 0], [8, 9, 10, 11]], "int32")
 LABELS = np.array([0, 2])

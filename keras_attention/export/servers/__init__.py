@@ -12,14 +12,22 @@ server shares (the `Server` base, option checks, row grouping) is in
 
 from keras_attention.export.servers.base import MAX_BEAM_SIZE, Server
 from keras_attention.export.servers.classification import ClassificationServer
+from keras_attention.export.servers.embedding import EmbeddingServer
 from keras_attention.export.servers.language_model import LanguageModelServer
 from keras_attention.export.servers.translation import TranslationServer
-from keras_attention.tasks import Classification, LanguageModeling, Translation, task_of
+from keras_attention.tasks import (
+    Classification,
+    Embedding,
+    LanguageModeling,
+    Translation,
+    task_of,
+)
 
 __all__ = [
     "MAX_BEAM_SIZE",
     "SERVERS",
     "ClassificationServer",
+    "EmbeddingServer",
     "LanguageModelServer",
     "Server",
     "TranslationServer",
@@ -31,6 +39,7 @@ SERVERS = {
     Translation.name: TranslationServer,
     Classification.name: ClassificationServer,
     LanguageModeling.name: LanguageModelServer,
+    Embedding.name: EmbeddingServer,
 }
 
 
