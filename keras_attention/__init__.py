@@ -41,12 +41,14 @@ _quiet_tensorflow_in_our_commands()
 
 from keras_attention import layers, models, objectives  # noqa: E402, F401
 from keras_attention._version import __version__  # noqa: E402, F401
+from keras_attention.encoder import Encoder  # noqa: E402, F401
 from keras_attention.generator import Generator  # noqa: E402, F401
 from keras_attention.translator import Translator  # noqa: E402, F401
 
 # The public modules (`from keras_attention import *` imports them; the API
 # reference documents them) and the version.
 __all__ = [
+    "Encoder",
     "Generator",
     "Translator",
     "__version__",

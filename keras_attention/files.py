@@ -9,13 +9,16 @@ from pathlib import Path
 
 
 def write_atomically(path, text):
-    """Writes `text` to a temporary file beside `path`, flushes it to disk,
-    then renames it into place."""
+    """Writes `text` (a str, or bytes) to a temporary file beside `path`,
+    flushes it to disk, then renames it into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
+        binary = isinstance(text, bytes)
+        with os.fdopen(
+            handle, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})
+        ) as file:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())

@@ -41,10 +41,12 @@ FLOORS = [
     [
         "keras_attention.translator",
         "keras_attention.generator",
+        "keras_attention.encoder",
         "keras_attention.translate",
+        "keras_attention.embed",
         "keras_attention.convert",
         "keras_attention.explore",
-        # The package itself, which offers Translator and Generator.
+        # The package itself, which offers Translator, Generator and Encoder.
         "keras_attention",
     ],
     ["keras_attention.recipes", "keras_attention.__main__"],

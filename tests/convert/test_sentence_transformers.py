@@ -329,3 +329,45 @@ def test_an_unknown_prompt_name_fails_the_request_naming_it(dense_run):
         signature(text=tf.constant(["a", "b"]), prompt_name=tf.constant(["query", "question"]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="one value per text"):
         signature(text=tf.constant(["a", "b"]), prompt_name=tf.constant(["query"]))
+
+
+def test_the_encoder_encodes_as_sentence_transformers(dense_run):
+    """`Encoder(path).encode` over the export: its default prompt, a named
+    one, a free prompt, one text, batching that keeps the order,
+    normalization and `similarity`."""
+    from keras_attention import Encoder
+
+    expected, arrays = reference("st_dense")
+    texts = expected["texts"]
+    encoder = Encoder(dense_run)
+    assert encoder.prompts == {"document": "", "query": "query: "}
+    assert_same_vectors(encoder.encode(texts, batch_size=7), arrays["default"])
+    assert_same_vectors(encoder.encode(texts, prompt_name="document"), arrays["no_prompt"])
+    assert_same_vectors(encoder.encode(texts, prompt=""), arrays["no_prompt"])
+    assert_same_vectors(encoder.encode(texts, prompt="query: "), arrays["default"])
+    one = encoder.encode(texts[3])
+    assert one.shape == (16,)
+    assert_same_vectors(one[None], arrays["default"][3:4])
+    assert encoder.encode([]).shape == (0, 16)
+    vectors = encoder.encode(texts[:4], normalize_embeddings=True)
+    similarity = Encoder.similarity(vectors, vectors)
+    np.testing.assert_allclose(np.diag(similarity), 1, atol=1e-6)
+    np.testing.assert_allclose(similarity, vectors @ vectors.T, atol=1e-6)
+    with pytest.raises(ValueError, match="`prompt_name` must be one of the export's prompts"):
+        encoder.encode(texts, prompt_name="question")
+    with pytest.raises(TypeError, match="`sentences` must be a list of texts"):
+        encoder.encode([1, 2])
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer"):
+        encoder.encode(texts, batch_size=0)
+
+
+def test_the_embed_command_writes_a_npy_file(dense_run, tmp_path):
+    from keras_attention import embed
+
+    expected, arrays = reference("st_dense")
+    lines = tmp_path / "texts.txt"
+    lines.write_text("\n".join(expected["texts"][:9]) + "\n", encoding="utf-8")
+    output = tmp_path / "vectors.npy"
+    embed.main([str(dense_run), str(lines), "-o", str(output), "--prompt-name", "document"])
+    assert_same_vectors(np.load(output), arrays["no_prompt"][:9])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt", "vectors.npy"]
