@@ -35,7 +35,13 @@ def test_ci_runs_the_readme_commands_in_order():
 
 
 def test_python_examples_run(tmp_path, monkeypatch):
+    from keras_attention.convert import convert
+
     monkeypatch.chdir(tmp_path)  # the examples write pictures
+    # The embeddings example's run: the tiny sentence-transformers folder the
+    # conversion tests hold against sentence-transformers.
+    fixture = REPOSITORY / "tests" / "convert" / "fixtures" / "st_minilm"
+    convert(fixture, tmp_path / "runs" / "minilm")
     namespace = {}
     for block in code_blocks("python"):
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
@@ -51,9 +57,11 @@ DOCUMENTED_MODULES = [
     "keras_attention.layers.rotary_embedding",
     "keras_attention.layers.transformer_block",
     "keras_attention.layers.transformer_decoder_block",
+    "keras_attention.layers.token_pooling",
     "keras_attention.models.transformer",
     "keras_attention.models.transformer_lm",
     "keras_attention.models.transformer_classifier",
+    "keras_attention.models.transformer_embedder",
     "keras_attention.models.transformer_stacks",
     "keras_attention.models.seq2seq_attention",
 ]

@@ -10,6 +10,7 @@ from keras_attention.models import (
     build_seq2seq_attention,
     build_transformer,
     build_transformer_classifier,
+    build_transformer_embedder,
     build_transformer_lm,
 )
 from keras_attention.tasks import TASKS, task_of
@@ -25,6 +26,7 @@ TINY = dict(num_layers=1, model_dim=16, num_heads=2, intermediate_dim=32)
         (lambda: build_seq2seq_attention(30, 40, units=8), "translation", ("source", "target")),
         (lambda: build_transformer_classifier(30, 3, **TINY), "classification", ("text",)),
         (lambda: build_transformer_lm(30, **TINY), "language_model", ("text",)),
+        (lambda: build_transformer_embedder(30, **TINY), "embedding", ("text",)),
     ],
 )
 def test_every_model_has_its_task(build, name, sides):

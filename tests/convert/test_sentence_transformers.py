@@ -371,3 +371,17 @@ def test_the_embed_command_writes_a_npy_file(dense_run, tmp_path):
     embed.main([str(dense_run), str(lines), "-o", str(output), "--prompt-name", "document"])
     assert_same_vectors(np.load(output), arrays["no_prompt"][:9])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["texts.txt", "vectors.npy"]
+
+
+def test_the_explorer_opens_an_embedder(dense_run):
+    """Its answer: the tokens, the vector (the model's, unit length here)
+    and every layer's attention over the tokens."""
+    from keras_attention.explore import Explorer
+
+    explorer = Explorer(dense_run)
+    answer = explorer.answer("The weather is nice today.")
+    assert answer["task"] == "embedding" and len(answer["embedding"]) == 16
+    assert answer["source_tokens"][0] == "[CLS]" and answer["source_tokens"][-1] == "[SEP]"
+    assert abs(answer["norm"] - 1) < 1e-3
+    (layer,) = answer["attention"]["self_attention"]
+    assert np.asarray(layer).shape[-2:] == (len(answer["source_tokens"]),) * 2

@@ -18,11 +18,17 @@
     decoder_cross_attention: "cross-attention: decoder to source",
     self_attention: "self-attention",
   };
-  const ACTIONS = { translation: "Translate", classification: "Classify", language_model: "Complete" };
+  const ACTIONS = {
+    translation: "Translate",
+    classification: "Classify",
+    language_model: "Complete",
+    embedding: "Embed",
+  };
   const INPUTS = {
     translation: "Sentence to translate",
     classification: "Text to classify",
     language_model: "Prompt to complete",
+    embedding: "Text to embed",
   };
   // The most lines the head view draws from one query token for one head:
   // a long input still draws at once.
@@ -212,6 +218,13 @@
         return bar;
       }));
       show("probabilities", true);
+    } else if (answer.task === "embedding") {
+      const shown = answer.embedding.slice(0, 8).map((v) => v.toFixed(3)).join(", ");
+      const more = answer.embedding.length > 8 ? ", …" : "";
+      result.append(
+        label("vector"),
+        `${answer.embedding.length} values, length ${answer.norm.toFixed(3)}: [${shown}${more}]`,
+      );
     } else {
       const completion = document.createElement("strong");
       completion.textContent = answer.completion;
