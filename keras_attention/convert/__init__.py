@@ -88,7 +88,7 @@ def from_huggingface(path, task=None):
             f"task={task!r}: a {checkpoint.config.get('model_type')} checkpoint converts to "
             f"{list(tasks)}"
         )
-    if modules is not None or task == sentence_transformers.TASK:
+    if modules is not None or (task or family.TASK) == sentence_transformers.TASK:
         if modules is None:
             modules = sentence_transformers.Modules(checkpoint.folder)
         family = sentence_transformers.Embedder(family, modules)
