@@ -58,7 +58,8 @@ PER_ROW_FLOAT = tf.TensorSpec([None], tf.float32)
 
 
 def token_strings(vocabulary, ids):
-    """Ids -> their tokens, "" for padding: labels for attention pictures."""
+    """Ids (any shape) -> their tokens, "" for padding: what every signature
+    that answers tokens answers (`tokens`, `source_tokens`, `target_tokens`)."""
     return tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
 
 

@@ -77,6 +77,7 @@ from keras_attention.export.servers.base import (
     check_options,
     check_per_row,
     per_text,
+    token_strings,
     tokenize_signature,
     with_defaults,
     within_limits,
@@ -439,7 +440,7 @@ def generate_batch(tokenizer, generate_rows, prompt_limit):
         ids = ids[:, :, : tf.maximum(longest, 1)]
         flat = tf.reshape(ids, [-1, tf.shape(ids)[2]])
         sequences = tf.reshape(tokenizer.detokenize(flat), [batch_size, width])
-        tokens = tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
+        tokens = token_strings(vocabulary, ids)
         return {"sequences": sequences, "scores": outputs["scores"], "tokens": tokens}
 
     return with_defaults(signature, defaults())
@@ -453,7 +454,7 @@ def score_batch(model, tokenizer, prompt_limit):
     def signature(text):
         labels, log_probs = score_sequences(model, prompt_ids(tokenizer, text, prompt_limit))
         return {
-            "tokens": tf.where(labels == PAD_ID, "", tf.gather(vocabulary, labels)),
+            "tokens": token_strings(vocabulary, labels),
             "log_probs": log_probs,
             "log_prob": tf.reduce_sum(log_probs, axis=1),
         }

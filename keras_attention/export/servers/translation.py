@@ -349,7 +349,7 @@ def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_
         """The source tokens `[B, S]` behind `source_ids` `[B, S]`, as the
         texts have them where the tokenizer can say, "" padded."""
         if not hasattr(source_tokenizer, "tokenize_as_strings"):
-            return tf.where(source_ids == PAD_ID, "", tf.gather(source_vocabulary, source_ids))
+            return token_strings(source_vocabulary, source_ids)
         tokens = source_tokenizer.tokenize_as_strings(repair_utf8(texts))[:, :max_input_length]
         return tokens.to_tensor(default_value="", shape=tf.shape(source_ids))
 
@@ -407,7 +407,7 @@ def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_
         real = ids != PAD_ID
         longest = tf.reduce_max(tf.reduce_sum(tf.cast(real, tf.int32), axis=2))
         ids = ids[:, :, : tf.maximum(longest, 1)]  # [B, N, T]
-        tokens = tf.where(ids == PAD_ID, "", tf.gather(target_vocabulary, ids))  # [B, N, T]
+        tokens = token_strings(target_vocabulary, ids)  # [B, N, T]
 
         # Alignments: one more pass of the model, only when a row asks.
         return_attention, replace = options["return_attention"], options["replace_unknowns"]
@@ -524,7 +524,7 @@ def score_batch(model, source_tokenizer, target_tokenizer, max_input_length):
         target_ids = tf.where(target_ids == END_ID, PAD_ID, target_ids)
         labels, log_probs = score_targets(model, source_ids, target_ids)
         return {
-            "tokens": tf.where(labels == PAD_ID, "", tf.gather(target_vocabulary, labels)),
+            "tokens": token_strings(target_vocabulary, labels),
             "log_probs": log_probs,
             "log_prob": tf.reduce_sum(log_probs, axis=1),
         }
