@@ -155,6 +155,8 @@ def export_model(
         "length_penalty": length_penalty,
         "max_beam_size": MAX_BEAM_SIZE,
         "jit_compile": jit_compile,
+        # An XLA export's every program shape, where the server bounds them.
+        "compiled_shapes": getattr(server, "compiled_shapes", None),
         "quantization": quantization_of(model),
         "label_names": None if label_names is None else [str(n) for n in label_names],
         "prompts": prompts,

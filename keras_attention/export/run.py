@@ -214,9 +214,10 @@ def export_saved_model(model_path, files, config, overrides, model=None, tokeniz
         quantize_dense_layers(model, overrides["quantization"])
     task = task_of(model)
     jit_compile = bool(overrides.get("export_jit_compile"))
-    if jit_compile and not task.compiles_search:
+    if jit_compile and not task.compiles_with_xla:
         raise ValueError(
-            f"--export-jit-compile compiles a search; {model_path} holds a {type(model).__name__}"
+            "--export-jit-compile compiles a search or an embedder; "
+            f"{model_path} holds a {type(model).__name__}"
         )
     if tokenizers is None:
         tokenizer = tokenizer_loader(files, config)

@@ -42,7 +42,6 @@ def task_of(model):
         raise ValueError(
             "`model` must be a keras_attention Transformer, Seq2SeqAttention, "
             "TransformerClassifier, TransformerEmbedder or TransformerLM. "
-            f"Received: {type(model).__name__}"
-            + (f" {model!r}" if isinstance(model, str) else "")
+            f"Received: {type(model).__name__}" + (f" {model!r}" if isinstance(model, str) else "")
         )
     return TASKS[name]

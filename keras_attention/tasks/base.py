@@ -41,8 +41,8 @@ class Task:
         steps: the attention kind the explorer steps through, a row per
             output token (None: no step-through).
         max_beam_size: the most beams the explorer offers.
-        compiles_search: whether its export can compile the search with
-            XLA (`jit_compile`).
+        compiles_with_xla: whether its export can be compiled with XLA
+            (`jit_compile`): a search, or an embedder's forward pass.
     """
 
     name = None
@@ -51,7 +51,7 @@ class Task:
     positions_before_text = 0
     steps = None
     max_beam_size = 1
-    compiles_search = False
+    compiles_with_xla = False
 
     def export_arguments(self, config, files):
         """What `export_model` needs beyond the model, its tokenizers and

@@ -11,6 +11,7 @@ class Embedding(Task):
     `"query: "`) and a `default_prompt_name` in its config.json."""
 
     name = "embedding"
+    compiles_with_xla = True
 
     def export_arguments(self, config, files):
         return {

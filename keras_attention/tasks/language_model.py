@@ -14,7 +14,7 @@ class LanguageModeling(Task):
     name = "language_model"
     positions_before_text = 1  # <s>
     steps = "self_attention"
-    compiles_search = True
+    compiles_with_xla = True
 
     def export_arguments(self, config, files):
         return decoding_arguments(config)

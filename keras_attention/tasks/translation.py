@@ -18,7 +18,7 @@ class Translation(Task):
     input_side = "source"
     steps = "decoder_cross_attention"
     max_beam_size = MAX_EXPLORER_BEAM_SIZE
-    compiles_search = True
+    compiles_with_xla = True
 
     def export_arguments(self, config, files):
         return decoding_arguments(config)

@@ -385,3 +385,29 @@ def test_the_explorer_opens_an_embedder(dense_run):
     assert abs(answer["norm"] - 1) < 1e-3
     (layer,) = answer["attention"]["self_attention"]
     assert np.asarray(layer).shape[-2:] == (len(answer["source_tokens"]),) * 2
+
+
+def test_an_xla_export_embeds_in_a_few_shapes(tmp_path):
+    """`export_jit_compile`: the same vectors, from programs of the shapes
+    the metadata lists only (batches of 1 to 70 rows, texts short and cut
+    at the 24 ids of `max_seq_length`), reloaded in a fresh process."""
+    from keras_attention.export.run import export_run
+
+    expected, arrays = reference("st_minilm")
+    run = convert(FIXTURES / "st_minilm", tmp_path / "minilm", export=False)
+    export = export_run(run, {"export_jit_compile": True})
+    metadata = json.loads((export / "assets.extra" / "keras_attention.json").read_text())
+    assert metadata["compiled_shapes"] == {"batch_sizes": [1, 4, 16, 64], "lengths": [16, 24]}
+    texts = (expected["texts"] * 2)[:70]
+    requests = [
+        ("embed", {"text": as_bytes(texts)}),
+        ("embed", {"text": as_bytes(texts[:3])}),
+        ("embed", {"text": np.array([], dtype=object)}),
+    ]
+    answers = ask_a_fresh_process({export: requests}, tmp_path)[export]
+    many, few, empty = answers["answers"]
+    assert all("error" not in answer for answer in answers["answers"]), answers["answers"]
+    theirs = np.concatenate([arrays["mean"], arrays["mean"]])[:70]
+    assert_same_vectors(many["embeddings"], theirs)
+    assert_same_vectors(few["embeddings"], theirs[:3])
+    assert empty["embeddings"].shape == (0, 32)

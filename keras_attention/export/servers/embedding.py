@@ -17,23 +17,33 @@ class EmbeddingServer(Server):
       `text` and `prompt_name`, both `[B]`; each text gets the prompt its
       row names ("" for none) put before it, in the graph. A name the
       export does not have fails the request, naming it.
+
+    With `jit_compile=True` the model runs as XLA programs of a few shapes
+    only (`compiled_shapes`): the ids are padded to the next length of
+    `LENGTHS` (and `max_input_length`), the rows to the next of
+    `BATCH_SIZES`, and a batch of more rows than the largest goes through
+    in pieces of that many. XLA keeps every program it compiles for the
+    life of the process, so a served export must not meet a new shape with
+    every request: here it meets at most `len(BATCH_SIZES)` times the
+    lengths.
     """
 
     text_input = "text"
     server_name = "embedding_server"
 
     def __init__(self, model, tokenizers, settings):
-        if settings.jit_compile:
-            raise ValueError(
-                "`jit_compile=True` is for translation and language models (an XLA-compiled "
-                f"search). Received a {type(model).__name__}"
-            )
         prompts, default_name = check_prompts(settings.prompts, settings.default_prompt_name)
         tokenizer, max_input_length = tokenizers["text"], settings.max_input_length
         default_prompt = tf.constant(prompts.get(default_name, "") if default_name else "")
 
+        embed_ids = model.embed
+        if settings.jit_compile:
+            width = model.outputs[0].shape[-1]
+            embed_ids = in_compiled_shapes(model.embed, width, max_input_length)
+            self.compiled_shapes = compiled_shapes(max_input_length)
+
         def embed_texts(text):
-            vectors = model.embed(token_ids(tokenizer, text, max_input_length))
+            vectors = embed_ids(token_ids(tokenizer, text, max_input_length))
             return {"embeddings": tf.cast(vectors, tf.float32)}
 
         @tf.function(input_signature=[TEXTS])
@@ -68,6 +78,49 @@ class EmbeddingServer(Server):
             signatures["embed_with_prompt"] = embed_with_prompt
             self.option_inputs = {"embed_with_prompt": {"prompt_name": next(iter(prompts))}}
         super().__init__([tokenizer], signatures, name=self.server_name)
+
+
+# The shapes an XLA export compiles: rows and ids a row.
+BATCH_SIZES = (1, 4, 16, 64)
+LENGTHS = (16, 32, 64, 128, 256, 512)
+
+
+def compiled_shapes(max_input_length):
+    """`{"batch_sizes", "lengths"}`: every shape an XLA export compiles."""
+    lengths = sorted({*(n for n in LENGTHS if n < max_input_length), max_input_length})
+    return {"batch_sizes": list(BATCH_SIZES), "lengths": lengths}
+
+
+def in_compiled_shapes(embed, width, max_input_length):
+    """`embed` (ids `[B, T]` -> `[B, width]`) compiled by XLA, called on ids
+    padded to `compiled_shapes`: the next length, the next batch size (a
+    larger batch in pieces of the largest). Padding rows and columns
+    change no real row's vector (every pooling masks padding)."""
+    shapes = compiled_shapes(max_input_length)
+    lengths = tf.constant(shapes["lengths"])
+    sizes = tf.constant(shapes["batch_sizes"])
+    compiled = tf.function(embed, jit_compile=True)
+
+    def next_of(values, at_least):
+        return tf.gather(values, tf.argmax(tf.cast(values >= at_least, tf.int32)))
+
+    def call(ids):
+        rows, columns = tf.shape(ids)[0], tf.shape(ids)[1]
+        length = next_of(lengths, columns)
+        largest = sizes[-1]
+        piece = tf.where(rows > largest, largest, next_of(sizes, tf.maximum(rows, 1)))
+        pieces = tf.maximum((rows + piece - 1) // piece, 1)  # (an empty batch: one piece)
+        padded = tf.pad(ids, [[0, pieces * piece - rows], [0, length - columns]])
+        padded = tf.reshape(padded, [pieces, piece, length])
+        vectors = tf.map_fn(
+            compiled,
+            padded,
+            fn_output_signature=tf.TensorSpec([None, None], tf.float32),
+            parallel_iterations=1,
+        )  # [pieces, piece, D]
+        return tf.reshape(vectors, [pieces * piece, width])[:rows]
+
+    return call
 
 
 def check_prompts(prompts, default_prompt_name):
