@@ -29,6 +29,7 @@ BENCHMARKS = (
     "main_job",
     "pretrained",
     "bert_classifier",
+    "embeddings",
     "bpe_tokenizer",
     "modern_attention",
     "generation",

@@ -189,6 +189,26 @@ def test_the_bert_classifier_benchmark_runs_without_torch(tmp_path):
     assert "transformers' time over our export's" in stdout
 
 
+# Converts and exports the tiny sentence-transformers fixture twice (under a minute):
+# `pytest -m large`.
+@pytest.mark.large
+def test_the_embeddings_benchmark_runs_without_torch(tmp_path):
+    """`benchmarks.embeddings --smoke` with no Python that has torch: the
+    sentence-transformers column is skipped with a line that says so; both
+    exports are timed at each batch size and length, agree, and start."""
+    results, stdout = run_benchmark(
+        tmp_path, "embeddings", "--hf-python", "", "--work-dir", str(tmp_path / "work")
+    )
+    assert "transformers (torch): skipped" in stdout
+    assert results["command"].startswith("python -m benchmarks.embeddings --smoke")
+    rows = results["embeddings"]["rows"]
+    assert [row["batch_size"] for row in rows] == [1, 4, 1, 4]
+    assert all(row["ours_texts_per_s"] > 0 and row["xla_texts_per_s"] > 0 for row in rows)
+    assert all(row["largest_cosine_distance"] < 1e-5 for row in rows)
+    assert [start["export"] for start in results["embeddings"]["starts"]] == ["graph", "XLA"]
+    assert "sentence-transformers' time over our export's" in stdout
+
+
 PEAK_OF_64_MIB = """
 import json, tensorflow as tf
 from benchmarks import measure
