@@ -45,7 +45,7 @@ from types import SimpleNamespace
 import tensorflow as tf
 
 from keras_attention import decoding
-from keras_attention.data.tokenizers import PAD_ID, padded, repair_utf8
+from keras_attention.data.tokenizers import END_ID, PAD_ID, padded, repair_utf8
 from keras_attention.decoding import option_table
 
 # (The export's bounds live with the options' table, whose ranges name them.)
@@ -61,6 +61,16 @@ def token_strings(vocabulary, ids):
     """Ids (any shape) -> their tokens, "" for padding: what every signature
     that answers tokens answers (`tokens`, `source_tokens`, `target_tokens`)."""
     return tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
+
+
+def cut_at_end(ids):
+    """Answers' ids `[B, N, L]` with their end token and what follows it
+    as padding (the end token is not part of an answer), cut to the
+    longest answer (at least one token wide): `[B, N, T]`."""
+    ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
+    ids = tf.where(ended, PAD_ID, ids)
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=2))
+    return ids[:, :, : tf.maximum(longest, 1)]
 
 
 def within_limits(signature, beam_size, max_decoding_length, decoding_limit):

@@ -76,6 +76,7 @@ from keras_attention.export.servers.base import (
     by_groups,
     check_options,
     check_per_row,
+    cut_at_end,
     per_text,
     token_strings,
     tokenize_signature,
@@ -433,11 +434,7 @@ def generate_batch(tokenizer, generate_rows, prompt_limit):
         with tf.control_dependencies(checks):
             outputs = generate_rows(prompt, suppress_sequences, options)
         width = tf.shape(outputs["scores"])[1]  # N
-        ids = outputs["ids"]  # [B, N, L]
-        ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
-        ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of a result
-        longest = tf.reduce_max(tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=2))
-        ids = ids[:, :, : tf.maximum(longest, 1)]
+        ids = cut_at_end(outputs["ids"])  # [B, N, T]
         flat = tf.reshape(ids, [-1, tf.shape(ids)[2]])
         sequences = tf.reshape(tokenizer.detokenize(flat), [batch_size, width])
         tokens = token_strings(vocabulary, ids)

@@ -80,6 +80,7 @@ from keras_attention.export.servers.base import (
     by_groups,
     check_options,
     check_per_row,
+    cut_at_end,
     per_text,
     token_strings,
     tokenize_signature,
@@ -402,11 +403,7 @@ def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_
         empty = empty[:, None] & listed
         ids = tf.where(empty[..., None], prefix[:, None, :], ids)
         scores = tf.where(empty, 0.0, outputs["scores"])  # [B, N]
-        ended = tf.cumsum(tf.cast(ids == END_ID, tf.int32), axis=2) > 0
-        ids = tf.where(ended, PAD_ID, ids)  # the end token is not part of an answer
-        real = ids != PAD_ID
-        longest = tf.reduce_max(tf.reduce_sum(tf.cast(real, tf.int32), axis=2))
-        ids = ids[:, :, : tf.maximum(longest, 1)]  # [B, N, T]
+        ids = cut_at_end(ids)  # [B, N, T]
         tokens = token_strings(target_vocabulary, ids)  # [B, N, T]
 
         # Alignments: one more pass of the model, only when a row asks.
