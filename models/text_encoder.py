@@ -53,6 +53,7 @@ class TextEncoderModel(ZooModel):
         normalize_embeddings,
         stack,
         policy,
+        position_offset=0,
     ):
         """Creates the embedding layers and the encoder stack (the
         arguments are the subclass's constructor's: see its Args)."""
@@ -64,8 +65,29 @@ class TextEncoderModel(ZooModel):
                 f"num_segments={num_segments}, separator_id={separator_id}"
             )
         check_choice("positions", positions, POSITIONS)
+        if not isinstance(position_offset, int) or isinstance(position_offset, bool):
+            raise ValueError(
+                f"`position_offset` must be an integer >= 0. Received: {position_offset!r}"
+            )
+        if position_offset < 0 or (position_offset and positions not in ("learned", "sinusoidal")):
+            raise ValueError(
+                "`position_offset` moves the positions added to the embeddings: an integer >= 0, "
+                "with positions='learned' or 'sinusoidal'. Received: "
+                f"position_offset={position_offset}, positions={positions!r}"
+            )
+        if (
+            positions == "learned"
+            and max_position_embeddings is not None
+            and position_offset >= max_position_embeddings
+        ):
+            raise ValueError(
+                "`position_offset` must leave a row of the learned positions. Received: "
+                f"position_offset={position_offset}, "
+                f"max_position_embeddings={max_position_embeddings}"
+            )
         # Read by `encode`.
         self.num_segments, self.separator_id = num_segments, separator_id
+        self.position_offset = position_offset
         self.token_embedding = TokenEmbedding(
             vocabulary_size, model_dim, scale=scale_embeddings, dtype=policy, name="token_embedding"
         )
@@ -95,7 +117,9 @@ class TextEncoderModel(ZooModel):
         padding masked out."""
         x = self.token_embedding(token_ids)  # [B, T, D]
         if self.positional_encoding is not None:
-            x = self.positional_encoding(x)
+            # Text position t reads row `position_offset + t` (RoBERTa's
+            # positions start after its padding id, at 2).
+            x = self.positional_encoding(x, start_index=self.position_offset)
         if self.segment_embedding is not None:
             segments = segment_ids(token_ids, self.separator_id, self.num_segments)
             x = x + self.segment_embedding(segments)

@@ -44,6 +44,10 @@ class TransformerClassifier(TextEncoderModel):
             has (Hugging Face's name); None for the other kinds. (Its name
             before was `max_length`: that still works for one release, with
             a `FutureWarning`.) Default None.
+        position_offset: int >= 0, the position of the first token: token
+            t of a text gets the learned (or sinusoidal) position
+            `position_offset + t`. RoBERTa and XLM-RoBERTa count positions
+            from their padding id + 1, 2; BART from 2. Default 0.
         scale_embeddings: bool, multiply the token embeddings by
             sqrt(model_dim), as the paper does (BERT does not). Default True.
         num_segments: optional int, segment (token type) embeddings of that
@@ -76,6 +80,7 @@ class TransformerClassifier(TextEncoderModel):
         num_segments=None,
         separator_id=None,
         normalize_embeddings=False,
+        position_offset=0,
         **kwargs,
     ):
         stack = self.stack_defaults.pop_from(kwargs)
@@ -99,6 +104,7 @@ class TransformerClassifier(TextEncoderModel):
             normalize_embeddings,
             stack,
             policy,
+            position_offset=position_offset,
         )
         self.mean_pooling = None
         if pooling == "mean":

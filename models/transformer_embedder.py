@@ -41,6 +41,10 @@ class TransformerEmbedder(TextEncoderModel):
             `"lasttoken"`. Default `"mean"`.
         max_position_embeddings: int, the positions a `"learned"` model
             has; None for the other kinds. Default None.
+        position_offset: int >= 0, the position of the first token: token
+            t of a text gets the learned (or sinusoidal) position
+            `position_offset + t`. RoBERTa and XLM-RoBERTa count positions
+            from their padding id + 1, 2; BART from 2. Default 0.
         scale_embeddings: bool, multiply the token embeddings by
             sqrt(model_dim), as the paper does (BERT does not). Default True.
         num_segments: optional int, segment (token type) embeddings of that
@@ -77,6 +81,7 @@ class TransformerEmbedder(TextEncoderModel):
         num_segments=None,
         separator_id=None,
         normalize_embeddings=False,
+        position_offset=0,
         output_dim=None,
         output_activation=None,
         output_use_bias=True,
@@ -104,6 +109,7 @@ class TransformerEmbedder(TextEncoderModel):
             normalize_embeddings,
             stack,
             policy,
+            position_offset=position_offset,
         )
         self.token_pooling = TokenPooling(pooling, dtype=policy, name="pooling")
         self.output_dense = None

@@ -7,10 +7,11 @@ finished run (the export command, the explorer, the client) reads as it is.
 One module per family maps the checkpoint's names and shapes onto our
 builders' options and our layers' weights (`marian`: OPUS-MT; `llama`:
 Llama 2 and 3, Mistral and Qwen2; `gpt2`: GPT-2; `bert`: BERT
-classifiers and encoders; `sentence_transformers`: the modules that make a
-BERT an embedder), chosen by `config.json`'s `model_type`; `byte_level_bpe`
-reads the byte-level BPE `tokenizer.json` of GPT-2, Qwen2 and Llama 3. The
-weights are read with numpy alone (`checkpoint.py`): neither torch nor
+classifiers and encoders; `xlm_roberta`: XLM-RoBERTa embedders;
+`sentence_transformers`: the modules that make an encoder an embedder),
+chosen by `config.json`'s `model_type`; `byte_level_bpe` reads the
+byte-level BPE `tokenizer.json` of GPT-2, Qwen2 and Llama 3. The weights
+are read with numpy alone (`checkpoint.py`): neither torch nor
 transformers is needed. What a family does not implement (a `rope_scaling`
 kind, an activation, a tokenizer) is refused by name and value, never
 converted approximately.
@@ -20,14 +21,14 @@ import dataclasses
 import json
 from pathlib import Path
 
-from keras_attention.convert import bert, gpt2, llama, marian, sentence_transformers
+from keras_attention.convert import bert, gpt2, llama, marian, sentence_transformers, xlm_roberta
 from keras_attention.convert.checkpoint import CheckpointError
 from keras_attention.data.tokenizers import tokenizer_kind
 from keras_attention.tasks import task_of
 
 FAMILIES = {
     model_type: family
-    for family in (marian, llama, gpt2, bert)
+    for family in (marian, llama, gpt2, bert, xlm_roberta)
     for model_type in family.MODEL_TYPES
 }
 

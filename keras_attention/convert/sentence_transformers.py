@@ -30,6 +30,8 @@ from keras_attention.tasks import Embedding
 TASK = Embedding.name
 BUILDER = build_transformer_embedder
 MODULE_KINDS = ("Transformer", "Pooling", "Dense", "Normalize")
+# The `model_type`s whose family reads an encoder (`load_encoder_weights`).
+ENCODER_FAMILIES = ("bert", "xlm-roberta")
 # `pooling_mode_*` keys of the Hub's folders -> our `TokenPooling` modes.
 POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",
@@ -201,7 +203,7 @@ class Embedder:
         if not hasattr(family, "load_encoder_weights"):
             raise CheckpointError(
                 f"{modules.encoder_folder}: model_type {family.MODEL_TYPES[0]!r} cannot be an "
-                "embedder here (bert can)"
+                f"embedder here ({', '.join(ENCODER_FAMILIES)} can)"
             )
 
     def read(self, checkpoint):

@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras_attention.data.tokenizers._common import (
     END,
     RESERVED,
+    START,
     WORD_BOUNDARY,
     _before_end,
     _join_pieces,
@@ -43,6 +44,16 @@ class MappedSubwordTokenizer(tf.Module):
             space as SentencePiece's word-boundary prefix instead of getting
             a second one (transformers' Llama tokenizer, `legacy=False`).
             Default False.
+        prepend_start: bool, start every tokenised text with the start id
+            (RoBERTa and XLM-RoBERTa frame a text as `<s> text </s>`, with
+            `append_end`). Default False.
+        max_length: optional int, the most ids a tokenised text has, the
+            start and end ids included: the pieces are cut to fit, as
+            transformers truncates a text. Default None (no limit).
+        as_spaces: str, characters made spaces before SentencePiece sees the
+            text: the white space that transformers' `WhitespaceSplit`
+            splits on and the model's normalizer keeps (XLM-RoBERTa's
+            `nmt_nfkc` keeps U+0085). Default "" (none).
     """
 
     def __init__(
@@ -53,6 +64,9 @@ class MappedSubwordTokenizer(tf.Module):
         language_codes=False,
         byte_fallback=False,
         space_as_prefix=False,
+        prepend_start=False,
+        max_length=None,
+        as_spaces="",
         name=None,
     ):
         super().__init__(name=name)
@@ -64,6 +78,15 @@ class MappedSubwordTokenizer(tf.Module):
         self.language_codes = bool(language_codes)
         self.byte_fallback = bool(byte_fallback)
         self.space_as_prefix = bool(space_as_prefix)
+        self.prepend_start = bool(prepend_start)
+        self.max_length = None if max_length is None else int(max_length)
+        self.as_spaces = str(as_spaces)
+        framing = int(self.prepend_start) + int(self.append_end)
+        if self.max_length is not None and self.max_length < framing + 1:
+            raise ValueError(
+                "`max_length` must leave room for the start and end ids and a piece. "
+                f"Received: max_length={max_length}"
+            )
         if tuple(self.vocabulary[: len(RESERVED)]) != RESERVED:
             raise ValueError(
                 f"A mapped vocabulary starts with {', '.join(RESERVED)}. "
@@ -85,8 +108,9 @@ class MappedSubwordTokenizer(tf.Module):
         return len(self.vocabulary)
 
     def tokenize(self, texts):
-        """`tf.string [B]` -> int32 `RaggedTensor [B, None]`: no start id; the
-        end id only with `append_end`. (A scalar string -> its ids `[None]`.)"""
+        """`tf.string [B]` -> int32 `RaggedTensor [B, None]`: the start id
+        only with `prepend_start`, the end id only with `append_end`, at most
+        `max_length` ids. (A scalar string -> its ids `[None]`.)"""
         texts = tf.convert_to_tensor(texts, tf.string)
         if texts.shape.rank == 0:
             return self.tokenize(texts[None])[0]
@@ -104,10 +128,19 @@ class MappedSubwordTokenizer(tf.Module):
             texts = tf.where(has_code, tf.strings.regex_replace(texts, "(?s)^>>.*?<<", ""), texts)
         if self.space_as_prefix:
             texts = tf.strings.regex_replace(texts, "^ ", "")
+        if self.as_spaces:
+            characters = "".join(f"\\x{{{ord(c):X}}}" for c in self.as_spaces)
+            texts = tf.strings.regex_replace(texts, f"[{characters}]", " ")
         pieces = tf.concat([codes, self._sentencepiece("tokenize", texts)], axis=1)
+        if self.max_length is not None:
+            pieces = pieces[:, : self.max_length - self.prepend_start - self.append_end]
+        rows = pieces.nrows()
+        if self.prepend_start:
+            starts = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], START))
+            pieces = tf.concat([starts, pieces], axis=1)
         if self.append_end:
-            ends = tf.fill([pieces.nrows(), 1], END)
-            pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(ends)], axis=1)
+            ends = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], END))
+            pieces = tf.concat([pieces, ends], axis=1)
         return pieces
 
     def detokenize(self, ids):
@@ -127,6 +160,20 @@ class MappedSubwordTokenizer(tf.Module):
         pieces that need not be in the vocabulary."""
         return _join_pieces(tokens)
 
+    def with_max_length(self, max_length):
+        """The same tokenizer, its tokenised texts at most `max_length` ids."""
+        return MappedSubwordTokenizer(
+            self.model,
+            self.vocabulary,
+            append_end=self.append_end,
+            language_codes=self.language_codes,
+            byte_fallback=self.byte_fallback,
+            space_as_prefix=self.space_as_prefix,
+            prepend_start=self.prepend_start,
+            max_length=max_length,
+            as_spaces=self.as_spaces,
+        )
+
     def save(self, path):
         """Writes the vocabulary and options as JSON to `path` and the
         SentencePiece model beside it (`path` with the suffix `.model`)."""
@@ -138,6 +185,9 @@ class MappedSubwordTokenizer(tf.Module):
             "language_codes": self.language_codes,
             "byte_fallback": self.byte_fallback,
             "space_as_prefix": self.space_as_prefix,
+            "prepend_start": self.prepend_start,
+            "max_length": self.max_length,
+            "as_spaces": self.as_spaces,
         }
         path.write_text(json.dumps(options, ensure_ascii=False, indent=0) + "\n", "utf-8")
 
