@@ -102,6 +102,21 @@ def within_limits(signature, beam_size, max_decoding_length, decoding_limit):
     return length, checks
 
 
+def older_options(rows, options, given, own):
+    """The options an older signature gives the search, `[rows]` each:
+    those `given` (input name -> `[rows]`, the signature's own inputs),
+    and every other one of `options` (input name -> (dtype, default): the
+    search's, as `option_table` has them) at its value in `own` (the
+    signature's fixed rules), else at its default, the same for every
+    row."""
+    fixed = {
+        name: tf.fill([rows], tf.constant(own.get(name, default), dtype))
+        for name, (dtype, default) in options.items()
+        if name not in given
+    }
+    return fixed | given
+
+
 def check_per_row(texts, options):
     """The ops that fail the request unless each option has one value per
     text."""

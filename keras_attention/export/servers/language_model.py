@@ -77,6 +77,7 @@ from keras_attention.export.servers.base import (
     check_options,
     check_per_row,
     cut_at_end,
+    older_options,
     per_text,
     token_strings,
     tokenize_signature,
@@ -205,33 +206,23 @@ class LanguageModelServer(Server):
 
         generate_rows = row_generate(model, tokenizer, prompt_limit)
         # The older signatures' own rules: beam search's stopping rule and
-        # length penalty (the export's, else beam search's own), no
-        # minimum, no constraint, the continuation alone, its best.
+        # length penalty (the export's, else beam search's own), the
+        # continuation alone; the other options at generate_batch's
+        # defaults (no minimum, no constraint, no sampling, its best).
         length_penalty = LENGTH_PENALTY if penalty is None else penalty
-        older_options = {
-            "patience": (tf.float32, 0.0),
-            "num_hypotheses": (tf.int32, 1),
-            "length_penalty": (tf.float32, length_penalty),
-            "repetition_penalty": (tf.float32, 1.0),
-            "no_repeat_ngram_size": (tf.int32, 0),
-            "disable_unk": (tf.bool, False),
-            "min_length": (tf.int32, 0),
-            "sampling_topk": (tf.int32, 1),
-            "sampling_topp": (tf.float32, 1.0),
-            "sampling_temperature": (tf.float32, 1.0),
-            "include_prompt_in_result": (tf.bool, False),
-            "seed": (tf.int32, 0),
+        own = {
+            "patience": 0.0,
+            "length_penalty": length_penalty,
+            "include_prompt_in_result": False,
         }
+        searched = signature_options()
 
         def complete(prompt, beam_size, max_decoding_length, **sampling):
             """Each prompt's best continuation as text `[B]`, by the search
             of `generate_batch` (`sampling`: its sampling options, `[B]`)."""
             rows = tf.shape(prompt)[0]
-            options = {
-                name: tf.fill([rows], tf.constant(value, dtype))
-                for name, (dtype, value) in older_options.items()
-            }
-            options |= {"beam_size": beam_size, "max_length": max_decoding_length, **sampling}
+            given = {"beam_size": beam_size, "max_length": max_decoding_length, **sampling}
+            options = older_options(rows, searched, given, own)
             ids = generate_rows(prompt, tf.fill([rows, 1], ""), options)["ids"][:, 0]
             return tokenizer.detokenize(ids)
 

@@ -81,6 +81,7 @@ from keras_attention.export.servers.base import (
     check_options,
     check_per_row,
     cut_at_end,
+    older_options,
     per_text,
     token_strings,
     tokenize_signature,
@@ -196,29 +197,21 @@ class TranslationServer(Server):
         )
         # The older signatures' own rules: beam search's stopping rule and
         # length penalty (the export's, else beam search's own), no
-        # minimum, no constraint, the best hypothesis alone.
-        older_options = {
-            "patience": (tf.float32, 0.0),
-            "num_hypotheses": (tf.int32, 1),
-            "length_penalty": (
-                tf.float32,
-                LENGTH_PENALTY if penalty is None else penalty,
-            ),
-            "repetition_penalty": (tf.float32, 1.0),
-            "no_repeat_ngram_size": (tf.int32, 0),
-            "min_decoding_length": (tf.int32, 0),
-            "disable_unk": (tf.bool, False),
+        # minimum; the other options at translate_batch's defaults (no
+        # constraint, the best hypothesis alone).
+        own = {
+            "patience": 0.0,
+            "length_penalty": LENGTH_PENALTY if penalty is None else penalty,
+            "min_decoding_length": 0,
         }
+        searched = {name: signature_options()[name] for name in search_options()}
 
         def best(text, beam_size, max_decoding_length):
             """Each text's best translation, ids `[B, L]` (its end token
             and padding after it), by the search of `translate_batch`."""
             rows = tf.shape(text)[0]
-            options = {
-                name: tf.fill([rows], tf.constant(value, dtype))
-                for name, (dtype, value) in older_options.items()
-            }
-            options |= {"beam_size": beam_size, "max_decoding_length": max_decoding_length}
+            given = {"beam_size": beam_size, "max_decoding_length": max_decoding_length}
+            options = older_options(rows, searched, given, own)
             no_text = tf.fill([rows], "")
             return search_rows(text, no_text, no_text[:, None], options)["ids"][:, 0]
 
