@@ -1,4 +1,4 @@
-"""The loss, metric, learning-rate schedules and optimizer the recipes
+"""The losses, metric, learning-rate schedules and optimizer the recipes
 compile with. Registered serializable, so compiled models save and load."""
 
 import math
@@ -31,6 +31,48 @@ class MaskedSparseCrossentropy(keras.losses.Loss):
 
     def get_config(self):
         return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
+@keras.saving.register_keras_serializable(package="keras_attention")
+class MultipleNegativesRankingLoss(keras.losses.Loss):
+    """In-batch negatives for sentence embeddings: sentence-transformers'
+    `MultipleNegativesRankingLoss` (Henderson et al. 2017), with its cosine
+    similarity and its `scale` of 20.
+
+    `y_pred` `[B, 1 + C, D]` holds each example's vectors: its anchor
+    (`[:, 0]`), its positive (`[:, 1]`) and `C - 1` hard negatives
+    (`[:, 2:]`, none for pairs). Every anchor is scored against every
+    candidate of the batch, the positives then the hard negatives
+    (`[B, C * B]`): `scale * cosine(anchor_i, candidate_j)`, and the loss of
+    example i is the cross-entropy of those scores with candidate i, its
+    own positive, as the label; the other examples' positives and every
+    hard negative are its negatives. `y_true` is not read (the label is the
+    row's own index), so it can be anything with one value a row, which
+    sample weights are shaped as. The vectors are scaled to unit length as
+    `torch.nn.functional.normalize` does, dividing by at least 1e-12, so a
+    vector of zeros (an empty row that fills a batch) scores 0 against
+    everything and has no NaN gradient.
+    """
+
+    def __init__(self, scale=20.0, name="multiple_negatives_ranking_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.scale = float(scale)
+
+    def call(self, y_true, y_pred):
+        vectors = ops.cast(y_pred, "float32")
+        # x / max(|x|, 1e-12), with a gradient of 0 (not NaN) at x = 0.
+        squares = ops.sum(vectors * vectors, axis=-1, keepdims=True)
+        vectors = vectors * ops.rsqrt(ops.maximum(squares, 1e-24))
+        anchors = vectors[:, 0]  # [B, D]
+        # [C * B, D]: every positive, then every first hard negative, ...
+        candidates = ops.reshape(ops.transpose(vectors[:, 1:], (1, 0, 2)), (-1, vectors.shape[-1]))
+        scores = self.scale * ops.matmul(anchors, ops.transpose(candidates))  # [B, C * B]
+        labels = ops.arange(ops.shape(scores)[0])
+        log_probs = ops.log_softmax(scores, axis=-1)
+        return -ops.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0]
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

@@ -12,6 +12,7 @@ from keras_attention.objectives import (
     DecayToEnd,
     MaskedAccuracy,
     MaskedSparseCrossentropy,
+    MultipleNegativesRankingLoss,
     TransformerSchedule,
 )
 
@@ -112,3 +113,76 @@ def test_token_accuracy_ignores_padding():
     logits[0, [0, 1, 2, 3], [1, 2, 2, 0]] = 1.0  # predicts 1, 2, 2, 0
     metric.update_state(np.array([[1, 1, 2, 0]]), logits)
     assert float(to_numpy(metric.result())) == pytest.approx(2 / 3)
+
+
+def multiple_negatives_ranking_loss(anchors, positives, negatives=None, scale=20.0):
+    """sentence-transformers' MultipleNegativesRankingLoss in numpy, each
+    example's loss: cross-entropy of `scale` * cosine(anchor i, every
+    positive, then every hard negative) with positive i as the label."""
+
+    def unit(x):  # torch.nn.functional.normalize
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    candidates = positives if negatives is None else np.concatenate([positives, negatives])
+    scores = scale * unit(anchors).astype("float64") @ unit(candidates).T.astype("float64")
+    shifted = scores - scores.max(1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+    return -log_probs[np.arange(len(anchors)), np.arange(len(anchors))]
+
+
+@pytest.mark.parametrize("hard_negatives", [False, True])
+def test_multiple_negatives_ranking_loss_is_sentence_transformers(hard_negatives):
+    rng = np.random.default_rng(0)
+    anchors, positives, negatives = rng.normal(size=(3, 5, 8)).astype("float32")
+    positives[1] *= 7.0  # the scale of a vector does not count: cosine
+    sides = [anchors, positives, *([negatives] if hard_negatives else [])]
+    y_pred = np.stack(sides, axis=1)  # [B, 1 + C, D]
+    expected = multiple_negatives_ranking_loss(
+        anchors, positives, negatives if hard_negatives else None
+    )
+    loss = MultipleNegativesRankingLoss()
+    assert loss.scale == 20.0
+    labels = np.zeros(5)  # not read
+    np.testing.assert_allclose(to_numpy(loss.call(labels, y_pred)), expected, rtol=1e-4)
+    np.testing.assert_allclose(float(to_numpy(loss(labels, y_pred))), expected.mean(), rtol=1e-4)
+    # Sample weights weigh examples (an empty row that fills a batch: 0).
+    weights = np.array([1, 1, 1, 0, 0], "float32")
+    np.testing.assert_allclose(
+        float(to_numpy(loss(labels, y_pred, sample_weight=weights))),
+        expected[:3].sum() / 5,  # Keras's mean over the batch's rows
+        rtol=1e-4,
+    )
+    # Another scale; and a config that restores it.
+    restored = MultipleNegativesRankingLoss.from_config(
+        MultipleNegativesRankingLoss(5).get_config()
+    )
+    np.testing.assert_allclose(
+        to_numpy(restored.call(labels, y_pred)),
+        multiple_negatives_ranking_loss(
+            anchors, positives, negatives if hard_negatives else None, scale=5.0
+        ),
+        rtol=1e-4,
+    )
+
+
+def test_multiple_negatives_ranking_loss_of_a_zero_vector_is_finite():
+    """A vector of zeros (an empty row that fills a batch) scores 0 against
+    every anchor, and the gradient stays finite (not NaN)."""
+    y_pred = np.random.default_rng(1).normal(size=(3, 2, 4)).astype("float32")
+    y_pred[2] = 0.0
+    expected = multiple_negatives_ranking_loss(y_pred[:, 0], y_pred[:, 1])
+    loss = MultipleNegativesRankingLoss()
+    np.testing.assert_allclose(to_numpy(loss.call(None, y_pred)), expected, rtol=1e-4)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        gradient = jax.grad(lambda x: loss.call(None, x).sum())(y_pred)
+    else:
+        import tensorflow as tf
+
+        x = tf.constant(y_pred)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            total = tf.reduce_sum(loss.call(None, x))
+        gradient = tape.gradient(total, x)
+    assert np.isfinite(to_numpy(gradient)).all()
