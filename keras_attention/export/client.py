@@ -24,8 +24,6 @@ import numpy as np
 from keras_attention.renamed import warn_of_renamed_flags
 
 REST_PORT, GRPC_PORT = 8501, 8500
-# The signature that takes per-request options, by the name of the text input.
-OPTIONS_SIGNATURES = {"text": "translate_with_options", "prompt": "complete_with_options"}
 # The options signatures' length input; exports made before its rename call it
 # `max_length`.
 LENGTH_INPUTS = ("max_decoding_length", "max_length")
@@ -83,13 +81,17 @@ def _post(host, path, body):
 
 def _output_names(host, path, signature_name, timeout):
     """The signature's output names, from the model's metadata."""
-    return list(_signature_rest(host, path, signature_name, timeout)["outputs"])
+    return list(_named(_signatures_rest(host, path, timeout), signature_name)["outputs"])
 
 
-def _signature_rest(host, path, signature_name, timeout):
-    """The signature's definition (JSON), from the model's metadata."""
+def _signatures_rest(host, path, timeout):
+    """Signature name -> its definition (JSON), from the model's metadata."""
     metadata = _http(urllib.request.Request(f"http://{host}{path}/metadata"), host, timeout)
-    signatures = metadata["metadata"]["signature_def"]["signature_def"]
+    return metadata["metadata"]["signature_def"]["signature_def"]
+
+
+def _named(signatures, signature_name):
+    """`signatures[signature_name]`, or an error that lists the signatures."""
     if signature_name not in signatures:
         raise RuntimeError(f"the model has no signature {signature_name!r}: {sorted(signatures)}")
     return signatures[signature_name]
@@ -99,9 +101,16 @@ def input_names(model, signature_name="serving_default", rest=None, grpc=None, v
     """The signature's input names, from the model's metadata, over REST
     (`GET /v1/models/MODEL[/versions/V]/metadata`, `rest` its host:port)
     or gRPC (`PredictionService.GetModelMetadata`, `grpc` its target)."""
+    return _named(served_signatures(model, rest, grpc, version), signature_name)
+
+
+def served_signatures(model, rest=None, grpc=None, version=None):
+    """Signature name -> its input names, for every signature the model
+    serves, from its metadata (as `input_names` reads it)."""
     path = f"/v1/models/{model}" + (f"/versions/{int(version)}" if version is not None else "")
     if grpc is None:
-        return list(_signature_rest(rest, path, signature_name, timeout=60.0)["inputs"])
+        signatures = _signatures_rest(rest, path, timeout=60.0)
+        return {name: list(signature["inputs"]) for name, signature in signatures.items()}
     import grpc as grpc_api
     from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
@@ -119,11 +128,23 @@ def input_names(model, signature_name="serving_default", rest=None, grpc=None, v
             ) from None
     signatures = get_model_metadata_pb2.SignatureDefMap()
     response.metadata["signature_def"].Unpack(signatures)
-    if signature_name not in signatures.signature_def:
-        raise RuntimeError(
-            f"the model has no signature {signature_name!r}: {sorted(signatures.signature_def)}"
-        )
-    return list(signatures.signature_def[signature_name].inputs)
+    return {name: list(signature.inputs) for name, signature in signatures.signature_def.items()}
+
+
+def options_signature(signatures, inputs):
+    """The signature, of `signatures` (name -> its input names), that takes
+    `inputs` and a length (`LENGTH_INPUTS`) and nothing else: a
+    translator's `translate_with_options` or a language model's
+    `complete_with_options` for a text and a beam size, its
+    `complete_by_sampling` for a prompt and the sampling options."""
+    for name, names in sorted(signatures.items()):
+        others = set(names) - set(inputs)
+        if set(inputs) <= set(names) and len(others) == 1 and others <= set(LENGTH_INPUTS):
+            return name
+    raise RuntimeError(
+        f"the model has no signature that takes {', '.join(inputs)} and max_decoding_length: "
+        f"{sorted(signatures)}"
+    )
 
 
 def _http(request, host, timeout):
@@ -255,35 +276,34 @@ def main(argv=None):
             "both, and the export's own beam size is not in its metadata (it is in "
             "assets.extra/keras_attention.json in the export)"
         )
+    options = args.temperature is not None or args.beam_size is not None
     try:
+        # The signatures the export serves and their inputs, from its metadata.
+        signatures = {}
+        if args.input is None or options:
+            signatures = served_signatures(args.model, args.rest, args.grpc, args.version)
         if args.input is None:
-            (args.input,) = input_names(
-                args.model, "serving_default", args.rest, args.grpc, args.version
-            )
-    except (RuntimeError, OSError) as error:
-        raise SystemExit(f"error: {error}") from None
+            (args.input,) = _named(signatures, "serving_default")
 
-    inputs = {args.input: args.texts}
-    n = len(args.texts)
-    length = [args.max_decoding_length or 0] * n  # 0: the export's own
-    if args.temperature is not None:
-        inputs["temperature"] = [args.temperature] * n
-        inputs["top_k"] = [args.top_k] * n
-        inputs["top_p"] = [args.top_p] * n
-        inputs["seed"] = [args.seed] * n
-        args.signature = args.signature or "complete_by_sampling"
-    elif args.beam_size is not None:
-        # The options signature takes both, one value per text (a length
-        # of 0 is the export's own; one over it is refused by name).
-        inputs["beam_size"] = [args.beam_size] * n
-        options_signature = OPTIONS_SIGNATURES.get(args.input, "translate_with_options")
-        args.signature = args.signature or options_signature
-    args.signature = args.signature or "serving_default"
-    try:
-        if args.temperature is not None or args.beam_size is not None:
-            # The length input by the name this export gives it.
-            names = input_names(args.model, args.signature, args.rest, args.grpc, args.version)
+        inputs = {args.input: args.texts}
+        n = len(args.texts)
+        if args.temperature is not None:
+            inputs["temperature"] = [args.temperature] * n
+            inputs["top_k"] = [args.top_k] * n
+            inputs["top_p"] = [args.top_p] * n
+            inputs["seed"] = [args.seed] * n
+        elif args.beam_size is not None:
+            # The options signature takes both, one value per text (a length
+            # of 0 is the export's own; one over it is refused by name).
+            inputs["beam_size"] = [args.beam_size] * n
+        if options:
+            # The signature that takes these inputs and a length, and the
+            # length by the name this export gives it.
+            args.signature = args.signature or options_signature(signatures, inputs)
+            length = [args.max_decoding_length or 0] * n  # 0: the export's own
+            names = _named(signatures, args.signature)
             inputs.update({name: length for name in LENGTH_INPUTS if name in names})
+        args.signature = args.signature or "serving_default"
         if args.grpc:
             outputs = predict_grpc(inputs, args.model, args.grpc, args.signature, args.version)
         else:

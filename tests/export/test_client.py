@@ -314,7 +314,11 @@ def test_the_client_sends_the_length_by_the_name_the_export_gives_it(monkeypatch
         ["beam_size", "max_decoding_length", "text"],
         ["beam_size", "max_length", "text"],
     ):
-        monkeypatch.setattr(client, "input_names", lambda *args, names=names: names)
+        monkeypatch.setattr(
+            client,
+            "served_signatures",
+            lambda *args, names=names: {"translate_with_options": names},
+        )
         monkeypatch.setattr(client, "predict_rest", predict)
         arguments = ["--model", "m", "--input", "text", "--beam-size", "2"]
         client.main([*arguments, "--max-decoding-length", "5", "1234"])
