@@ -54,6 +54,8 @@ class TextEncoderModel(ZooModel):
         stack,
         policy,
         position_offset=0,
+        relative_attention_num_buckets=None,
+        relative_attention_max_distance=128,
     ):
         """Creates the embedding layers and the encoder stack (the
         arguments are the subclass's constructor's: see its Args)."""
@@ -106,6 +108,8 @@ class TextEncoderModel(ZooModel):
         self.encoder = TransformerEncoder(
             **dataclasses.asdict(stack),
             positions=attention_positions(positions),
+            relative_attention_num_buckets=relative_attention_num_buckets,
+            relative_attention_max_distance=relative_attention_max_distance,
             dtype=policy,
             name="encoder",
         )

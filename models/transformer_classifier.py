@@ -48,6 +48,13 @@ class TransformerClassifier(TextEncoderModel):
             t of a text gets the learned (or sinusoidal) position
             `position_offset + t`. RoBERTa and XLM-RoBERTa count positions
             from their padding id + 1, 2; BART from 2. Default 0.
+        relative_attention_num_buckets: optional int, a learned bias on
+            every layer's attention scores by relative position, in that
+            many buckets (`RelativePositionBias`, bidirectional; MPNet's
+            32), one table for the whole stack, beside the positions above.
+            Not with `chunk_size`. Default None (none).
+        relative_attention_max_distance: int, the distance from which on
+            keys share the last bucket. Default 128.
         scale_embeddings: bool, multiply the token embeddings by
             sqrt(model_dim), as the paper does (BERT does not). Default True.
         num_segments: optional int, segment (token type) embeddings of that
@@ -81,6 +88,8 @@ class TransformerClassifier(TextEncoderModel):
         separator_id=None,
         normalize_embeddings=False,
         position_offset=0,
+        relative_attention_num_buckets=None,
+        relative_attention_max_distance=128,
         **kwargs,
     ):
         stack = self.stack_defaults.pop_from(kwargs)
@@ -105,6 +114,8 @@ class TransformerClassifier(TextEncoderModel):
             stack,
             policy,
             position_offset=position_offset,
+            relative_attention_num_buckets=relative_attention_num_buckets,
+            relative_attention_max_distance=relative_attention_max_distance,
         )
         self.mean_pooling = None
         if pooling == "mean":

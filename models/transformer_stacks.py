@@ -13,6 +13,7 @@ from keras import ops
 from keras_attention.layers import (
     PositionalEncoding,
     PositionEmbedding,
+    RelativePositionBias,
     TransformerBlock,
     TransformerDecoderBlock,
     normalization_layer,
@@ -184,7 +185,15 @@ class _Stack(Layer):
 
 @keras.saving.register_keras_serializable(package="keras_attention")
 class TransformerEncoder(_Stack):
-    """N `TransformerBlock`s. Call: `(x [B, S, D], padding_mask [B, S])`.
+    """N `TransformerBlock`s. Call: `(x [B, S, D], padding_mask [B, S])`,
+    and optionally `attention_bias`, a float tensor broadcastable to
+    `[B, H, S, S]` added to every block's attention scores.
+
+    `relative_attention_num_buckets` gives the stack a relative position
+    bias (`RelativePositionBias`, bidirectional, T5's and MPNet's), one
+    table of that many buckets up to `relative_attention_max_distance`
+    (default 128), computed once per call and added to every block's
+    scores; not with `chunk_size`.
 
     Returns `[B, S, D]`, and with `return_attention_scores=True` also a list
     of each block's weights `[B, H, S, S]`.
@@ -192,13 +201,52 @@ class TransformerEncoder(_Stack):
 
     block_class = TransformerBlock
 
+    def __init__(
+        self, *, relative_attention_num_buckets=None, relative_attention_max_distance=128, **kwargs
+    ):
+        super().__init__(**kwargs)
+        check_positive_int(
+            "relative_attention_num_buckets", relative_attention_num_buckets, allow_none=True
+        )
+        self.relative_attention_num_buckets = relative_attention_num_buckets
+        self.relative_attention_max_distance = relative_attention_max_distance
+        self.relative_position_bias = None
+        if relative_attention_num_buckets is not None:
+            if self.chunk_size is not None:
+                raise ValueError(
+                    "A relative position bias (`relative_attention_num_buckets`) is not "
+                    "supported with `chunk_size`: the attention in blocks adds no bias. Received: "
+                    f"relative_attention_num_buckets={relative_attention_num_buckets}, "
+                    f"chunk_size={self.chunk_size}"
+                )
+            self.relative_position_bias = RelativePositionBias(
+                self.num_heads,
+                num_buckets=relative_attention_num_buckets,
+                max_distance=relative_attention_max_distance,
+                bidirectional=True,
+                dtype=self.dtype_policy,
+                name="relative_position_bias",
+            )
+
     def build(self, x_shape):
         for block in self.blocks:
             block.build(x_shape)
         if self.final_norm is not None:
             self.final_norm.build(x_shape)
 
-    def call(self, x, padding_mask=None, training=None, return_attention_scores=False):
+    def call(
+        self,
+        x,
+        padding_mask=None,
+        training=None,
+        return_attention_scores=False,
+        attention_bias=None,
+    ):
+        if self.relative_position_bias is not None:
+            length = ops.shape(x)[1]
+            # One bias [1, H, S, S], computed once for every block.
+            relative = self.relative_position_bias(query_length=length, key_length=length)
+            attention_bias = relative if attention_bias is None else attention_bias + relative
         scores = []
         for block in self.blocks:
             x = block(
@@ -206,12 +254,20 @@ class TransformerEncoder(_Stack):
                 padding_mask=padding_mask,
                 training=training,
                 return_attention_scores=return_attention_scores,
+                attention_bias=attention_bias,
             )
             if return_attention_scores:
                 x, weights = x
                 scores.append(weights)
         x = self._finish(x)
         return (x, scores) if return_attention_scores else x
+
+    def get_config(self):
+        config = super().get_config()
+        if self.relative_attention_num_buckets is not None:
+            config["relative_attention_num_buckets"] = self.relative_attention_num_buckets
+            config["relative_attention_max_distance"] = self.relative_attention_max_distance
+        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_attention")

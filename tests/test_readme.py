@@ -58,6 +58,7 @@ DOCUMENTED_MODULES = [
     "keras_attention.layers.transformer_block",
     "keras_attention.layers.transformer_decoder_block",
     "keras_attention.layers.token_pooling",
+    "keras_attention.layers.relative_position_bias",
     "keras_attention.models.transformer",
     "keras_attention.models.transformer_lm",
     "keras_attention.models.transformer_classifier",

@@ -7,7 +7,7 @@ finished run (the export command, the explorer, the client) reads as it is.
 One module per family maps the checkpoint's names and shapes onto our
 builders' options and our layers' weights (`marian`: OPUS-MT; `llama`:
 Llama 2 and 3, Mistral and Qwen2; `gpt2`: GPT-2; `bert`: BERT
-classifiers and encoders; `xlm_roberta`: XLM-RoBERTa embedders;
+classifiers and encoders; `xlm_roberta`, `mpnet`: XLM-RoBERTa and MPNet embedders;
 `sentence_transformers`: the modules that make an encoder an embedder),
 chosen by `config.json`'s `model_type`; `byte_level_bpe` reads the
 byte-level BPE `tokenizer.json` of GPT-2, Qwen2 and Llama 3. The weights
@@ -21,14 +21,22 @@ import dataclasses
 import json
 from pathlib import Path
 
-from keras_attention.convert import bert, gpt2, llama, marian, sentence_transformers, xlm_roberta
+from keras_attention.convert import (
+    bert,
+    gpt2,
+    llama,
+    marian,
+    mpnet,
+    sentence_transformers,
+    xlm_roberta,
+)
 from keras_attention.convert.checkpoint import CheckpointError
 from keras_attention.data.tokenizers import tokenizer_kind
 from keras_attention.tasks import task_of
 
 FAMILIES = {
     model_type: family
-    for family in (marian, llama, gpt2, bert, xlm_roberta)
+    for family in (marian, llama, gpt2, bert, xlm_roberta, mpnet)
     for model_type in family.MODEL_TYPES
 }
 

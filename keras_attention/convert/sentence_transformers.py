@@ -31,7 +31,7 @@ TASK = Embedding.name
 BUILDER = build_transformer_embedder
 MODULE_KINDS = ("Transformer", "Pooling", "Dense", "Normalize")
 # The `model_type`s whose family reads an encoder (`load_encoder_weights`).
-ENCODER_FAMILIES = ("bert", "xlm-roberta")
+ENCODER_FAMILIES = ("bert", "xlm-roberta", "mpnet")
 # `pooling_mode_*` keys of the Hub's folders -> our `TokenPooling` modes.
 POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",

@@ -8,6 +8,7 @@ from keras_attention.layers.multi_head_cross_attention import MultiHeadCrossAtte
 from keras_attention.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attention.layers.position_embedding import PositionEmbedding
 from keras_attention.layers.positional_encoding import PositionalEncoding
+from keras_attention.layers.relative_position_bias import RelativePositionBias
 from keras_attention.layers.rotary_embedding import RotaryEmbedding
 from keras_attention.layers.token_pooling import TokenPooling
 from keras_attention.layers.transformer_block import TransformerBlock
@@ -21,6 +22,7 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PositionEmbedding",
     "PositionalEncoding",
+    "RelativePositionBias",
     "RotaryEmbedding",
     "TokenPooling",
     "TransformerBlock",

@@ -16,6 +16,26 @@ from keras_attention.utils import check_choice, check_number, pack_outputs, slic
 POSITIONS = (None, "rotary", "alibi")
 
 
+def check_bias(bias, query_length, key_length):
+    """An `attention_bias`, checked: None, or a float tensor of rank 4 that
+    broadcasts to `[B, H, Tq, Tk]` (its static query and key sizes 1 or
+    those of the scores)."""
+    if bias is None:
+        return None
+    dtype = keras.backend.standardize_dtype(bias.dtype)
+    shape = tuple(bias.shape)
+    fits = all(
+        got in (None, 1) or want is None or got == want
+        for got, want in zip(shape[2:], (query_length, key_length), strict=False)
+    )
+    if "float" not in dtype or len(shape) != 4 or not fits:
+        raise ValueError(
+            "`attention_bias` must be a float tensor that broadcasts to the scores "
+            f"[B, H, {query_length}, {key_length}]. Received: dtype {dtype}, shape {shape}"
+        )
+    return bias
+
+
 def check_positions(positions, rotary_max_wavelength, rotary_scaling_factor):
     """The positions inside self-attention, checked: `positions` one of
     `POSITIONS`, the rotary wavelength > 1 and scaling factor (or factors) >= 1."""
@@ -92,6 +112,13 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         cache_index: int scalar (may be a tensor), position of `x[:, 0]`.
         training: bool, whether dropout is active.
         return_attention_scores: bool, also return the attention weights.
+        attention_bias: optional float tensor broadcastable to
+            `[B, H, T, T]` (`[B, H, T, max_length]` in cache mode), added to
+            the scores before the softmax, as `RelativePositionBias` gives
+            it (T5's and MPNet's relative positions); with ALiBi, added to
+            its bias. Not with `chunk_size` (the blocked path adds no bias
+            but ALiBi's): a call with both is refused, unless it asks for
+            `return_attention_scores`, which takes the dense path.
         mask: Keras implicit mask of `x` (e.g. from `Embedding(mask_zero=True)`),
             filled in by Keras; combined with `padding_mask`.
 
@@ -182,6 +209,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        attention_bias=None,
         mask=None,
     ):
         batch_size, static_length = x.shape[0], x.shape[1]
@@ -190,6 +218,7 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         attention_mask = check_mask(
             "attention_mask", attention_mask, 3, (batch_size, static_length, key_length)
         )
+        attention_bias = check_bias(attention_bias, static_length, key_length)
 
         qkv = self.qkv_projection(x)  # [B, T, H * d_k + H_kv * (d_k + d_v)]
         query_width, key_width, _ = self._qkv_widths
@@ -208,6 +237,11 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
         if cache is None:
             padding_mask = merge_masks(padding_mask, mask)
             if self._uses_chunks(return_attention_scores):
+                if attention_bias is not None:
+                    raise ValueError(
+                        "`attention_bias` is not supported with `chunk_size`: the attention in "
+                        f"blocks adds no bias but ALiBi's. Received: chunk_size={self.chunk_size}"
+                    )
                 return self._attend_in_chunks(
                     x,
                     query,
@@ -241,6 +275,9 @@ class MultiHeadSelfAttention(MultiHeadAttentionBase):
             start = 0 if cache is None else cache_index
             key_length = ops.shape(key)[2 if cache is not None else 1]
             bias = alibi_bias(slopes, ops.arange(length) + start, ops.arange(key_length))
+        if attention_bias is not None:
+            attention_bias = ops.cast(attention_bias, "float32")
+            bias = attention_bias if bias is None else bias + attention_bias
         output, weights = self._attend(
             x, query, key, value, mask, training, heads_first=cache is not None, bias=bias
         )

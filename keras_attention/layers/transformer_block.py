@@ -47,6 +47,9 @@ class TransformerBlock(TransformerBlockBase):
         attention_mask: optional bool `[B, T, T]`.
         training: bool, whether dropout is active.
         return_attention_scores: bool, also return the weights `[B, H, T, T]`.
+        attention_bias: optional float tensor broadcastable to
+            `[B, H, T, T]`, added to the self-attention's scores (a
+            `RelativePositionBias`; see `MultiHeadSelfAttention`).
         mask: Keras implicit mask of `x`, filled in by Keras; combined with
             `padding_mask`.
 
@@ -86,6 +89,7 @@ class TransformerBlock(TransformerBlockBase):
         attention_mask=None,
         training=None,
         return_attention_scores=False,
+        attention_bias=None,
         mask=None,
     ):
         outputs = self.self_attention(
@@ -95,6 +99,7 @@ class TransformerBlock(TransformerBlockBase):
             mask=mask,
             training=training,
             return_attention_scores=return_attention_scores,
+            attention_bias=attention_bias,
         )
         y = outputs[0] if return_attention_scores else outputs
         x = self._add_and_norm(

@@ -1,5 +1,6 @@
 """The text encoder's position options beyond BERT's: `position_offset`
-(RoBERTa's and XLM-RoBERTa's positions start at 2)."""
+(RoBERTa's, XLM-RoBERTa's and MPNet's positions start at 2) and the
+relative position bias (`relative_attention_num_buckets`, MPNet's)."""
 
 import keras
 import numpy as np
@@ -56,3 +57,29 @@ def test_position_offset_is_saved(builder, tmp_path):
 def test_a_bad_position_offset_is_refused(options, message):
     with pytest.raises(ValueError, match=message):
         build_transformer_embedder(20, **options)
+
+
+@pytest.mark.parametrize("builder", ["embedder", "classifier"])
+def test_a_relative_position_bias_is_built_used_and_saved(builder, tmp_path):
+    options = dict(relative_attention_num_buckets=8, relative_attention_max_distance=16)
+    if builder == "embedder":
+        model = build_transformer_embedder(20, dropout=0.0, **options)
+    else:
+        model = build_transformer_classifier(20, 3, dropout=0.0, **options)
+    bias = model.encoder.relative_position_bias
+    assert (bias.num_buckets, bias.max_distance, bias.num_heads) == (8, 16, 4)
+    before = to_numpy(model(ids()))
+    bias.set_weights([np.random.default_rng(0).normal(size=(8, 4)).astype("float32")])
+    after = to_numpy(model(ids()))
+    assert not np.allclose(before, after, atol=1e-4)
+    config = model.get_config()
+    assert config["relative_attention_num_buckets"] == 8
+    assert config["relative_attention_max_distance"] == 16
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras")
+    np.testing.assert_allclose(to_numpy(reloaded(ids())), after, atol=1e-6)
+
+
+def test_a_relative_position_bias_with_chunk_size_is_refused():
+    with pytest.raises(ValueError, match="is not supported with `chunk_size`"):
+        build_transformer_embedder(20, relative_attention_num_buckets=8, chunk_size=4)
