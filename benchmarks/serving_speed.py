@@ -162,7 +162,7 @@ def request(texts, beam_size, options):
     size = len(texts)
     inputs = {"text": np.array(texts, object), "target_prefix": np.array([""] * size, object)}
     inputs["suppress_sequences"] = np.array([[""]] * size, object)
-    for name, (dtype, default) in translation.OPTIONS.items():
+    for name, (dtype, default) in translation.signature_options().items():
         value = beam_size if name == "beam_size" else options.get(name, default)
         inputs[name] = np.full([size], value, dtype.as_numpy_dtype)
     return inputs

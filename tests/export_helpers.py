@@ -161,8 +161,8 @@ def batch_inputs(texts, rows=None, **options):
     inputs = {"text": as_bytes(texts)}
     for name, default in translation.defaults().items():
         values = options.get(name, [default] * n)
-        if name in translation.OPTIONS:
-            dtype = translation.OPTIONS[name][0].as_numpy_dtype
+        if name in translation.signature_options():
+            dtype = translation.signature_options()[name][0].as_numpy_dtype
             inputs[name] = np.array(values, dtype=dtype).reshape([n])
         elif name == "suppress_sequences":  # [B, S]
             inputs[name] = np.array(values, dtype=object).reshape([n, -1] if n else [0, 1])

@@ -169,7 +169,7 @@ def test_generate_batch_defaults_are_ctranslate2s_and_one_value_serves_every_pro
     )
     recorded = saved.meta_graphs[0].signature_def["generate_batch"].defaults
     recorded = {name: tf.make_ndarray(value).tolist() for name, value in recorded.items()}
-    expected = {name: [value] for name, (_, value) in language_model.OPTIONS.items()}
+    expected = {name: [value] for name, (_, value) in language_model.signature_options().items()}
     assert recorded == {**expected, "suppress_sequences": [[b""]]}
     assert expected["beam_size"] == [1] and expected["max_length"] == [512]
     rest, grpc = server

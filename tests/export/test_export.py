@@ -117,7 +117,7 @@ def test_signatures_inputs_and_outputs(exports, served):
     assert lm["serving_default"]["outputs"] == lm["complete_by_sampling"]["outputs"]
     assert lm["serving_default"]["outputs"] == ["completion"]
     assert lm["generate_batch"]["inputs"] == sorted(
-        ["prompt", "suppress_sequences", *language_model.OPTIONS]
+        ["prompt", "suppress_sequences", *language_model.signature_options()]
     )
     assert lm["generate_batch"]["outputs"] == ["scores", "sequences", "tokens"]
     assert lm["score_batch"]["inputs"] == ["text"]
@@ -659,7 +659,7 @@ def test_translate_batch_defaults_are_ctranslate2s_and_one_value_serves_every_te
     )
     recorded = saved.meta_graphs[0].signature_def["translate_batch"].defaults
     recorded = {name: tf.make_ndarray(value).tolist() for name, value in recorded.items()}
-    expected = {name: [value] for name, (_, value) in translation.OPTIONS.items()}
+    expected = {name: [value] for name, (_, value) in translation.signature_options().items()}
     assert recorded == {**expected, "target_prefix": [b""], "suppress_sequences": [[b""]]}
     assert expected["beam_size"] == [2] and expected["max_decoding_length"] == [256]
     text_only, one_for_all, per_text = answers(served, exports.translator_v1)[-8:-5]

@@ -385,7 +385,7 @@ def test_the_signature_answers_an_empty_gpt2_prompt_with_nothing():
     texts = ["", "the red cat", "a small house"]
     inputs = {
         name: tf.constant([default] * len(texts), dtype)
-        for name, (dtype, default) in language_model.OPTIONS.items()
+        for name, (dtype, default) in language_model.signature_options().items()
     }
     inputs["max_length"] = tf.constant([MAX_LENGTH, MAX_LENGTH, 1000])  # past the positions
     # (In the order of the signature's inputs: the prompt, the options,

@@ -90,7 +90,7 @@ def request(texts, **options):
         "prompt": np.array([t.encode() for t in texts], dtype=object),
         "suppress_sequences": np.full((len(texts), 1), b"", dtype=object),
     }
-    for name, (dtype, default) in language_model.OPTIONS.items():
+    for name, (dtype, default) in language_model.signature_options().items():
         value = options.get(name, default)
         values = value if isinstance(value, list) else [value] * len(texts)
         inputs[name] = np.array(values, dtype.as_numpy_dtype)

@@ -109,11 +109,6 @@ def signature_inputs():
     ]
 
 
-# (As the table has them when the module is imported.)
-OPTIONS = signature_options()
-INPUTS = signature_inputs()
-
-
 def defaults():
     """Option input -> its default, as a warm-up request sends it."""
     return {

@@ -126,17 +126,12 @@ def search_options():
     }
 
 
-# (As the table has them when the module is imported.)
-OPTIONS = signature_options()
-TEXT_OPTIONS = {"target_prefix": "", "suppress_sequences": [""]}
-INPUTS = signature_inputs()
-
-
 def defaults():
     """Option input -> its default, as a warm-up request sends it."""
     return {
         **{name: default for name, (_, default) in signature_options().items()},
-        **TEXT_OPTIONS,
+        "target_prefix": "",
+        "suppress_sequences": [""],
     }
 
 
@@ -264,10 +259,6 @@ class TranslationServer(Server):
             name="translation_server",
             with_defaults=["translate_batch"],
         )
-
-
-# (As the table has them when the module is imported.)
-SEARCH_OPTIONS = search_options()
 
 
 def target_ids(target_tokenizer, texts):
