@@ -399,6 +399,7 @@ FLAG_GROUPS = {
         "adam_beta_2",
         "adam_epsilon",
         "label_smoothing",
+        "similarity_scale",
         "strategy",
         "precision",
         "jit_compile",
