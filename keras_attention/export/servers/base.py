@@ -45,7 +45,7 @@ from types import SimpleNamespace
 import tensorflow as tf
 
 from keras_attention import decoding
-from keras_attention.data.tokenizers import END_ID, PAD_ID, padded, repair_utf8
+from keras_attention.data.tokenizers import END_ID, PAD_ID, padded, repair_utf8, token_ids
 from keras_attention.decoding import option_table
 
 # (The export's bounds live with the options' table, whose ranges name them.)
@@ -61,6 +61,43 @@ def token_strings(vocabulary, ids):
     """Ids (any shape) -> their tokens, "" for padding: what every signature
     that answers tokens answers (`tokens`, `source_tokens`, `target_tokens`)."""
     return tf.where(ids == PAD_ID, "", tf.gather(vocabulary, ids))
+
+
+def ids_without_end(tokenizer, texts, limit=MAX_DECODING_LENGTH):
+    """Strings `[n]` -> their ids `[n, M]` (at most `limit`), 0-padded,
+    without the end id: target prefixes, suppressed sequences, targets to
+    score."""
+    ids = token_ids(tokenizer, texts, limit)
+    return tf.where(ids == END_ID, PAD_ID, ids)
+
+
+def suppressed_ids(tokenizer, sequences):
+    """Each row's sequences never to produce, strings `[b, S]` ("" padded)
+    -> ids `[b, S, M]` (`ids_without_end`)."""
+    ids = ids_without_end(tokenizer, tf.reshape(sequences, [-1]))
+    return tf.reshape(ids, [tf.shape(sequences)[0], tf.shape(sequences)[1], -1])
+
+
+def group_answers(ids, scores, width, length):
+    """A group's answers, ids `[b, n, L]` and scores `[b, n]`, as
+    `by_groups` writes them into `answers_and_groups`' zeros: ids cut or
+    padded to `[b, width, length]`, scores padded to `[b, width]`."""
+    ids = ids[:, :, :length]
+    padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
+    return {
+        "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
+        "scores": tf.pad(scores, padding),
+    }
+
+
+def score_outputs(vocabulary, labels, log_probs):
+    """A `score_batch` signature's outputs: the tokens scored, "" padded,
+    their log-probabilities `[B, T]` and their sum `[B]`."""
+    return {
+        "tokens": token_strings(vocabulary, labels),
+        "log_probs": log_probs,
+        "log_prob": tf.reduce_sum(log_probs, axis=1),
+    }
 
 
 def cut_at_end(ids):

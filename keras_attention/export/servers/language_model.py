@@ -67,7 +67,6 @@ from keras_attention.data.tokenizers import END_ID, PAD_ID, prompt_start, token_
 from keras_attention.decoding import option_table
 from keras_attention.decoding.beam import LENGTH_PENALTY
 from keras_attention.export.servers.base import (
-    MAX_DECODING_LENGTH,
     PER_ROW_FLOAT,
     PER_ROW_INT,
     TEXTS,
@@ -77,8 +76,11 @@ from keras_attention.export.servers.base import (
     check_options,
     check_per_row,
     cut_at_end,
+    group_answers,
     older_options,
     per_text,
+    score_outputs,
+    suppressed_ids,
     token_strings,
     tokenize_signature,
     with_defaults,
@@ -325,11 +327,6 @@ def row_generate(model, tokenizer, prompt_limit):
     `prompt_limit`: the most tokens of a prompt's text that are read."""
     positions = model.max_position_embeddings  # learned positions end; None: they do not
 
-    def sequence_ids(texts):
-        """Strings `[n]` -> ids `[n, M]`, 0-padded, no end id."""
-        ids = token_ids(tokenizer, texts, MAX_DECODING_LENGTH)
-        return tf.where(ids == END_ID, PAD_ID, ids)
-
     specs = {name: tf.TensorSpec([None], dtype) for name, (dtype, _) in signature_options().items()}
 
     @tf.function(input_signature=[TEXTS, tf.TensorSpec([None, None], tf.string), specs])
@@ -358,9 +355,7 @@ def row_generate(model, tokenizer, prompt_limit):
                 # <s>, the prompt and the continuation within the positions.
                 room = tf.where(included, positions - 1, positions - prompt_length)
                 maximum = tf.minimum(maximum, room)
-            sequences = of_rows(suppress_sequences)  # [b, S]
-            suppressed = sequence_ids(tf.reshape(sequences, [-1]))
-            suppressed = tf.reshape(suppressed, [tf.shape(rows)[0], tf.shape(sequences)[1], -1])
+            suppressed = suppressed_ids(tokenizer, of_rows(suppress_sequences))
             search_options = decoding.DecodingOptions.generation(
                 beam_size=of_rows(options["beam_size"])[0],
                 patience=of_rows(options["patience"])[0],
@@ -383,13 +378,9 @@ def row_generate(model, tokenizer, prompt_limit):
                 include_prompt_in_result=included,
                 seed=of_rows(options["seed"]),
             )  # [b, N, L], [b, N]
-            ids = tf.where(empty[:, None, None], PAD_ID, ids[:, :, :length])
+            ids = tf.where(empty[:, None, None], PAD_ID, ids)
             scores = tf.where(empty[:, None], 0.0, scores)
-            padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
-            return {
-                "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
-                "scores": tf.pad(scores, padding),
-            }
+            return group_answers(ids, scores, width, length)
 
         return by_groups(keys, outputs, decode)
 
@@ -436,11 +427,7 @@ def score_batch(model, tokenizer, prompt_limit):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def signature(text):
         labels, log_probs = score_sequences(model, prompt_ids(tokenizer, text, prompt_limit))
-        return {
-            "tokens": token_strings(vocabulary, labels),
-            "log_probs": log_probs,
-            "log_prob": tf.reduce_sum(log_probs, axis=1),
-        }
+        return score_outputs(vocabulary, labels, log_probs)
 
     return signature
 

@@ -68,7 +68,7 @@ import tensorflow as tf
 
 from keras_attention import decoding
 from keras_attention.data.pipeline import bucket_of, length_buckets, pad_to_bucket
-from keras_attention.data.tokenizers import END_ID, PAD_ID, UNKNOWN_ID, repair_utf8, token_ids
+from keras_attention.data.tokenizers import PAD_ID, UNKNOWN_ID, repair_utf8, token_ids
 from keras_attention.decoding import cross_attention, option_table
 from keras_attention.decoding.beam import LENGTH_PENALTY
 from keras_attention.export.servers.base import (
@@ -81,8 +81,12 @@ from keras_attention.export.servers.base import (
     check_options,
     check_per_row,
     cut_at_end,
+    group_answers,
+    ids_without_end,
     older_options,
     per_text,
+    score_outputs,
+    suppressed_ids,
     token_strings,
     tokenize_signature,
     with_defaults,
@@ -261,12 +265,6 @@ class TranslationServer(Server):
         )
 
 
-def target_ids(target_tokenizer, texts):
-    """Strings `[n]` -> target ids `[n, P]`, 0-padded, no end id."""
-    ids = token_ids(target_tokenizer, texts, MAX_DECODING_LENGTH)
-    return tf.where(ids == END_ID, PAD_ID, ids)
-
-
 def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_compile=False):
     """The search every signature of a translator decodes with, a
     `tf.function` traced once and shared by them: `search_rows(text [B],
@@ -294,9 +292,7 @@ def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_
             def of_rows(x):
                 return tf.gather(x, rows)
 
-            sequences = of_rows(suppress_sequences)  # [b, S]
-            suppressed = target_ids(target_tokenizer, tf.reshape(sequences, [-1]))
-            suppressed = tf.reshape(suppressed, [tf.shape(rows)[0], tf.shape(sequences)[1], -1])
+            suppressed = suppressed_ids(target_tokenizer, of_rows(suppress_sequences))
             search_options = decoding.DecodingOptions(
                 beam_size=of_rows(options["beam_size"])[0],
                 patience=of_rows(options["patience"])[0],
@@ -307,16 +303,11 @@ def row_search(model, source_tokenizer, target_tokenizer, max_input_length, jit_
                     if name not in ("beam_size", "patience", "num_hypotheses")
                 },
                 suppress_sequences=suppressed,
-                target_prefix=target_ids(target_tokenizer, of_rows(target_prefix)),
+                target_prefix=ids_without_end(target_tokenizer, of_rows(target_prefix)),
             )
             source_ids = token_ids(source_tokenizer, of_rows(text), max_input_length)
             ids, scores = run_search(model, source_ids, search_options)  # [b, N, L], [b, N]
-            ids = ids[:, :, :length]
-            padding = [[0, 0], [0, width - tf.shape(ids)[1]]]
-            return {
-                "ids": tf.pad(ids, [*padding, [0, length - tf.shape(ids)[2]]]),
-                "scores": tf.pad(scores, padding),
-            }
+            return group_answers(ids, scores, width, length)
 
         return by_groups(keys, outputs, decode)
 
@@ -376,7 +367,7 @@ def translate_batch(model, search_rows, source_tokenizer, target_tokenizer, max_
         source_ids = token_ids(source_tokenizer, text, max_input_length)  # [B, S]
         empty = tf.reduce_all(source_ids == PAD_ID, axis=1)  # [B]
         ids = outputs["ids"]  # [B, N, L]
-        prefix = target_ids(target_tokenizer, options["target_prefix"])  # [B, P]
+        prefix = ids_without_end(target_tokenizer, options["target_prefix"])  # [B, P]
         length = tf.shape(ids)[2]
         prefix = tf.pad(prefix, [[0, 0], [0, tf.maximum(length - tf.shape(prefix)[1], 0)]])
         prefix = prefix[:, :length]
@@ -501,14 +492,9 @@ def score_batch(model, source_tokenizer, target_tokenizer, max_input_length):
             tf.shape(target)[0], tf.shape(source)[0], message="score_batch: one target per source"
         )
         source_ids = token_ids(source_tokenizer, source, max_input_length)
-        target_ids = token_ids(target_tokenizer, target, MAX_DECODING_LENGTH - 1)
-        target_ids = tf.where(target_ids == END_ID, PAD_ID, target_ids)
+        target_ids = ids_without_end(target_tokenizer, target, MAX_DECODING_LENGTH - 1)
         labels, log_probs = score_targets(model, source_ids, target_ids)
-        return {
-            "tokens": token_strings(target_vocabulary, labels),
-            "log_probs": log_probs,
-            "log_prob": tf.reduce_sum(log_probs, axis=1),
-        }
+        return score_outputs(target_vocabulary, labels, log_probs)
 
     return signature
 
