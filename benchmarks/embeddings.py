@@ -166,15 +166,19 @@ def texts_of_about(ids, count, tokenizer_lengths):
     return [texts[i] for i in sorted(near)]
 
 
+# (The peak is the kernel's VmHWM of the process: `ru_maxrss` would count
+# the memory of the parent it was forked from.)
 FIRST_ANSWER = """
-import resource, sys, time
+import re, sys, time
 start = time.perf_counter()
 import tensorflow as tf, tensorflow_text
 tf.config.threading.set_intra_op_parallelism_threads(1)
 tf.config.threading.set_inter_op_parallelism_threads(1)
 embed = tf.saved_model.load(sys.argv[1]).signatures["embed"]
 embed(text=tf.constant(["How old are you?"]))
-print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+seconds = time.perf_counter() - start
+status = open("/proc/self/status").read()
+print(seconds, int(re.search(r"VmHWM:\\s+(\\d+) kB", status)[1]) / 1024)
 """
 
 
