@@ -35,13 +35,7 @@ def test_ci_runs_the_readme_commands_in_order():
 
 
 def test_python_examples_run(tmp_path, monkeypatch):
-    from keras_attention.convert import convert
-
     monkeypatch.chdir(tmp_path)  # the examples write pictures
-    # The embeddings example's run: the tiny sentence-transformers folder the
-    # conversion tests hold against sentence-transformers.
-    fixture = REPOSITORY / "tests" / "convert" / "fixtures" / "st_minilm"
-    convert(fixture, tmp_path / "runs" / "minilm")
     namespace = {}
     for block in code_blocks("python"):
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
